@@ -1,0 +1,73 @@
+// Command controller runs the Book controller: it parses flags, builds the
+// client configuration and hands over to pkg/manager. It holds no logic of
+// its own.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/klog/v2"
+
+	"ydzs.io/book-controller/pkg/manager"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// run returns the process exit code: 0 after a clean shutdown, 1 when
+// anything went wrong, with a one-line reason on stderr.
+func run(args []string) int {
+	o, err := parse(args, os.Stdout)
+	if errors.Is(err, errHelp) {
+		return 0
+	}
+	if err != nil {
+		return fail(err)
+	}
+	cfg, err := restConfig(o)
+	if err != nil {
+		return fail(err)
+	}
+
+	ctx := klog.NewContext(signalContext(), klog.Background())
+	err = manager.Run(ctx, manager.Config{
+		RESTConfig:   cfg,
+		Namespace:    o.namespace,
+		Workers:      o.workers,
+		ResyncPeriod: o.resyncPeriod,
+	})
+	klog.Flush()
+	if err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// signalContext is cancelled by the first SIGINT or SIGTERM, which starts a
+// graceful shutdown; a second one exits at once.
+func signalContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ch
+		klog.Info("Received signal, shutting down gracefully; send another to exit immediately")
+		cancel()
+		<-ch
+		klog.Flush()
+		os.Exit(1)
+	}()
+	return ctx
+}
+
+func fail(err error) int {
+	klog.Flush()
+	fmt.Fprintf(os.Stderr, "book-controller: error: %v\n", err)
+	return 1
+}

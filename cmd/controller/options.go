@@ -1,0 +1,138 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+
+)
+
+// options are the command-line settings. Defaults live in newOptions.
+type options struct {
+	kubeconfig   string
+	master       string
+	namespace    string
+	workers      int
+	resyncPeriod time.Duration
+	qps          float32
+	burst        int
+}
+
+// newOptions returns the defaults. client-go's own 5 QPS / 10 burst would
+// cap a controller at a few Books per second; these leave the API server's
+// priority-and-fairness, not the client, to decide how fast we may go.
+func newOptions() *options {
+	return &options{
+		workers:      8,
+		resyncPeriod: 10 * time.Hour,
+		qps:          500,
+		burst:        1000,
+	}
+}
+
+// flagSet registers the flags, klog's included, on a fresh FlagSet.
+func (o *options) flagSet() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("book-controller", pflag.ContinueOnError)
+	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig,
+		"Path to a kubeconfig. Defaults to $KUBECONFIG; when both are empty, the in-cluster configuration is used.")
+	fs.StringVar(&o.master, "master", o.master,
+		"Address of the Kubernetes API server. Overrides the server in the kubeconfig.")
+	fs.StringVar(&o.namespace, "namespace", o.namespace,
+		"Only watch Books in this namespace. Empty watches all namespaces.")
+	fs.IntVar(&o.workers, "workers", o.workers,
+		"Number of Books synced concurrently.")
+	fs.DurationVar(&o.resyncPeriod, "resync-period", o.resyncPeriod,
+		"How often the informers replay their caches to the controller; 0 disables resync.")
+	fs.Float32Var(&o.qps, "kube-api-qps", o.qps,
+		"Requests per second the controller may send to the API server (client-side limit).")
+	fs.IntVar(&o.burst, "kube-api-burst", o.burst,
+		"Requests the controller may send in a burst above --kube-api-qps.")
+
+	goFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(goFlags)
+	fs.AddGoFlagSet(goFlags)
+	return fs
+}
+
+// errHelp is returned by parse when the user asked for --help; the usage has
+// then been written and the process should exit 0.
+var errHelp = errors.New("help requested")
+
+// parse parses args (without the program name) into a fresh options. It
+// accepts the Go-style single dash that sample-controller and the lesson use
+// (-kubeconfig=PATH, -kubeconfig PATH) next to pflag's --kubeconfig.
+func parse(args []string, usageOut io.Writer) (*options, error) {
+	o := newOptions()
+	fs := o.flagSet()
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(goStyleToPosix(fs, args)); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			fmt.Fprintf(usageOut, "Usage of book-controller:\n%s", fs.FlagUsages())
+			return nil, errHelp
+		}
+		return nil, fmt.Errorf("%v; run with --help to list the flags", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q: book-controller takes only flags; run with --help to list them", fs.Arg(0))
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// goStyleToPosix rewrites "-name[=value]" to "--name[=value]" when name is a
+// known long flag. Single-letter flags (klog's -v) already work with one dash
+// and arguments after "--" are left alone.
+func goStyleToPosix(fs *pflag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	expectValue := false
+	for i, arg := range args {
+		if arg == "--" {
+			return append(out, args[i:]...)
+		}
+		if expectValue {
+			// The value of the previous flag, even if it starts with a dash.
+			out = append(out, arg)
+			expectValue = false
+			continue
+		}
+		if len(arg) > 2 && arg[0] == '-' && arg[1] != '-' {
+			name, _, hasValue := strings.Cut(arg[1:], "=")
+			if f := fs.Lookup(name); f != nil && len(name) > 1 {
+				arg = "-" + arg
+				expectValue = !hasValue && f.NoOptDefVal == ""
+			}
+		} else if strings.HasPrefix(arg, "--") {
+			name, _, hasValue := strings.Cut(arg[2:], "=")
+			if f := fs.Lookup(name); f != nil {
+				expectValue = !hasValue && f.NoOptDefVal == ""
+			}
+		}
+		out = append(out, arg)
+	}
+	return out
+}
+
+// validate rejects values that parse but make no sense, naming the flag.
+func (o *options) validate() error {
+	switch {
+	case o.workers < 1:
+		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
+	case o.resyncPeriod < 0:
+		return fmt.Errorf("--resync-period must be 0 (off) or positive, got %s", o.resyncPeriod)
+	case o.qps < 0 && o.qps != -1:
+		return fmt.Errorf("--kube-api-qps must be positive, or -1 to disable client-side rate limiting; got %v", o.qps)
+	case o.burst < 1 && o.qps != -1:
+		return fmt.Errorf("--kube-api-burst must be at least 1, got %d", o.burst)
+	case o.namespace != "" && len(o.namespace) > 63:
+		return fmt.Errorf("--namespace %q is longer than 63 characters and cannot name a namespace", o.namespace)
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package controller
+
+import (
+	"maps"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+)
+
+const (
+	// ManagedByLabel marks the ConfigMaps this controller writes. The
+	// ConfigMap informer selects on it, so the cache never holds anybody
+	// else's ConfigMaps.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the value of ManagedByLabel on our ConfigMaps.
+	ManagedByValue = "book-controller"
+	// BookLabel names the Book a ConfigMap belongs to, for `kubectl get -l`.
+	BookLabel = webappv1.GroupName + "/book"
+
+	// TitleKey is the ConfigMap data key that holds spec.title.
+	TitleKey = "title"
+	// PriceKey is the ConfigMap data key that holds spec.price in decimal.
+	PriceKey = "price"
+)
+
+// ManagedBySelector is the label selector of the ConfigMap informer.
+var ManagedBySelector = ManagedByLabel + "=" + ManagedByValue
+
+var bookGVK = webappv1.SchemeGroupVersion.WithKind("Book")
+
+// desiredConfigMap renders the ConfigMap a Book should own: same name and
+// namespace, the spec in its data, and a controller reference so the garbage
+// collector deletes it with the Book.
+func desiredConfigMap(book *webappv1.Book) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      book.Name,
+			Namespace: book.Namespace,
+			Labels: map[string]string{
+				ManagedByLabel: ManagedByValue,
+				BookLabel:      book.Name,
+			},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(book, bookGVK)},
+		},
+		Data: map[string]string{
+			TitleKey: book.Spec.Title,
+			PriceKey: strconv.FormatInt(int64(book.Spec.Price), 10),
+		},
+	}
+}
+
+// configMapUpToDate reports whether an observed ConfigMap already carries
+// everything the desired one does. Labels and owner references that others
+// added are tolerated; the data belongs to the Book and must match exactly.
+func configMapUpToDate(observed, desired *corev1.ConfigMap) bool {
+	if !maps.Equal(observed.Data, desired.Data) || len(observed.BinaryData) != 0 {
+		return false
+	}
+	for k, v := range desired.Labels {
+		if got, ok := observed.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// repairedConfigMap returns a copy of observed, which this Book controls, with
+// the desired data and labels put back. The input, usually from the informer
+// cache, is not modified.
+func repairedConfigMap(observed, desired *corev1.ConfigMap) *corev1.ConfigMap {
+	cm := observed.DeepCopy()
+	cm.Data = desired.Data
+	cm.BinaryData = nil
+	if cm.Labels == nil {
+		cm.Labels = make(map[string]string, len(desired.Labels))
+	}
+	maps.Copy(cm.Labels, desired.Labels)
+	return cm
+}

@@ -1,0 +1,230 @@
+// Package controller is the Book controller: informers feed a rate-limited
+// work queue, workers drain it, and syncHandler makes each Book's ConfigMap
+// and status match its spec. Read this file top to bottom in the order the
+// controller-runtime lesson explains a Controller: the struct, the watches,
+// Run, the worker loop and the reconcile call.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
+	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions/webapp/v1"
+	booklisters "ydzs.io/book-controller/pkg/generated/listers/webapp/v1"
+)
+
+// Name is the controller's name: the work queue's name (and so its metrics
+// label) and the prefix of its log lines.
+const Name = "book"
+
+// Defaults for Options fields left zero.
+const (
+	DefaultConflictRecheck = 30 * time.Second
+	DefaultDrainTimeout    = 20 * time.Second
+)
+
+// Options tune a Controller. The zero value is valid.
+type Options struct {
+	// Clock stamps condition transition times; tests pass a fake one.
+	Clock clock.PassiveClock
+	// RateLimiter spaces out retries of failing keys. The default is
+	// client-go's controller rate limiter: per-key exponential backoff from
+	// 5ms to 1000s, under an overall 10 qps, burst 100 token bucket.
+	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
+	// ConflictRecheck is how often a Book whose ConfigMap name is taken by a
+	// foreign object is looked at again. The foreign object is outside the
+	// label-filtered cache, so its deletion raises no event.
+	ConflictRecheck time.Duration
+	// DrainTimeout bounds how long Run waits, after its context ends, for
+	// the queued and in-flight keys to finish before cancelling them.
+	DrainTimeout time.Duration
+}
+
+// Controller reconciles Books. It is the hand-written counterpart of
+// controller-runtime's internal Controller: the informers' handlers play
+// the part of Watch with EnqueueRequestForObject / EnqueueRequestForOwner,
+// the queue and workers that of Start, and syncHandler that of Reconcile.
+type Controller struct {
+	kubeClient kubernetes.Interface
+	bookClient versioned.Interface
+
+	booksLister      booklisters.BookLister
+	booksSynced      cache.InformerSynced
+	configMapsLister corelisters.ConfigMapLister
+	configMapsSynced cache.InformerSynced
+
+	// queue holds namespace/name keys of Books that may need work. A key is
+	// in the queue at most once and is never handed to two workers at once,
+	// so a Book is synced by one goroutine at a time.
+	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	recorder events.EventRecorder
+	clock    clock.PassiveClock
+
+	conflictRecheck time.Duration
+	drainTimeout    time.Duration
+
+	// syncHandler reconciles one key. It is a field so tests can observe
+	// or replace it (to inject a panic, for instance).
+	syncHandler func(ctx context.Context, key cache.ObjectName) error
+}
+
+// New wires a Controller to its informers: it registers the event handlers
+// (the watches) but starts nothing. Start the informer factories after New,
+// then call Run.
+func New(
+	kubeClient kubernetes.Interface,
+	bookClient versioned.Interface,
+	bookInformer bookinformers.BookInformer,
+	configMapInformer coreinformers.ConfigMapInformer,
+	recorder events.EventRecorder,
+	opts Options,
+) (*Controller, error) {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.RateLimiter == nil {
+		opts.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
+	}
+	if opts.ConflictRecheck <= 0 {
+		opts.ConflictRecheck = DefaultConflictRecheck
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = DefaultDrainTimeout
+	}
+	c := &Controller{
+		kubeClient:       kubeClient,
+		bookClient:       bookClient,
+		booksLister:      bookInformer.Lister(),
+		configMapsLister: configMapInformer.Lister(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: Name}),
+		recorder:        recorder,
+		clock:           opts.Clock,
+		conflictRecheck: opts.ConflictRecheck,
+		drainTimeout:    opts.DrainTimeout,
+	}
+	c.syncHandler = c.syncBook
+
+	// The registrations' HasSynced, unlike the informers', also waits until
+	// our handlers have seen the initial list, so Run starts with a full queue.
+	bookReg, err := bookInformer.Informer().AddEventHandler(c.bookEventHandler())
+	if err != nil {
+		return nil, fmt.Errorf("registering Book event handler: %w", err)
+	}
+	cmReg, err := configMapInformer.Informer().AddEventHandler(c.configMapEventHandler())
+	if err != nil {
+		return nil, fmt.Errorf("registering ConfigMap event handler: %w", err)
+	}
+	c.booksSynced = bookReg.HasSynced
+	c.configMapsSynced = cmReg.HasSynced
+	return c, nil
+}
+
+// Run waits for the caches, starts workers goroutines and blocks until ctx
+// ends. Then it stops taking new keys, lets the workers finish what is
+// queued (up to the drain timeout), waits for them and returns.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+	if workers < 1 {
+		return fmt.Errorf("workers must be at least 1, got %d", workers)
+	}
+
+	logger.Info("Waiting for informer caches to sync")
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.booksSynced, c.configMapsSynced) {
+		c.queue.ShutDown()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("informer caches did not sync")
+	}
+
+	// Workers get a context of their own so that a shutdown lets in-flight
+	// writes finish instead of failing them all at once.
+	workerCtx, cancelWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWorkers()
+	var wg sync.WaitGroup
+	logger.Info("Starting workers", "count", workers)
+	for range workers {
+		wg.Go(func() { c.runWorker(workerCtx) })
+	}
+
+	<-ctx.Done()
+	logger.Info("Shutting down: draining the work queue", "depth", c.queue.Len(), "timeout", c.drainTimeout)
+	drained := make(chan struct{})
+	go func() {
+		c.queue.ShutDownWithDrain()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(c.drainTimeout):
+		logger.Info("Drain timed out; cancelling in-flight work", "depth", c.queue.Len())
+		cancelWorkers()
+		c.queue.ShutDown()
+	}
+	wg.Wait()
+	logger.Info("Workers stopped")
+	return nil
+}
+
+// runWorker drains the queue until it shuts down.
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+// processNextWorkItem takes one key, syncs it, and tells the queue the
+// outcome: Forget resets the key's backoff on success, AddRateLimited retries
+// it later on failure, and Done always releases the key so that events that
+// arrived meanwhile get processed.
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+
+	err := c.syncRecovering(ctx, key)
+	switch {
+	case err == nil:
+		c.queue.Forget(key)
+	case apierrors.IsConflict(err):
+		// Our cache was behind the server; the watch will catch up and the
+		// retry will see the newer object. Not worth an error log.
+		klog.FromContext(ctx).V(2).Info("Conflict writing; requeueing", "key", key, "err", err)
+		c.queue.AddRateLimited(key)
+	default:
+		utilruntime.HandleErrorWithContext(ctx, err, "Syncing Book failed; requeueing", "key", key)
+		c.queue.AddRateLimited(key)
+	}
+	return true
+}
+
+// syncRecovering calls syncHandler and turns a panic into an error, so one bad
+// object cannot take the process down and is retried with backoff instead.
+func (c *Controller) syncRecovering(ctx context.Context, key cache.ObjectName) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			klog.FromContext(ctx).Error(nil, "Panic while syncing Book", "key", key, "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("panic while syncing %s: %v", key, r)
+		}
+	}()
+	return c.syncHandler(ctx, key)
+}

@@ -1,0 +1,69 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+)
+
+const (
+	// ConditionReady is the condition type that says whether a Book's
+	// ConfigMap matches its spec.
+	ConditionReady = "Ready"
+
+	// ReasonConfigMapReady: the ConfigMap exists, is controlled by the Book
+	// and holds the current spec.
+	ReasonConfigMapReady = "ConfigMapReady"
+	// ReasonConfigMapConflict: a ConfigMap with the Book's name exists but
+	// is controlled by someone else, so the controller leaves it alone.
+	ReasonConfigMapConflict = "ConfigMapConflict"
+)
+
+// readyCondition is the Ready condition of a Book whose ConfigMap matches.
+func readyCondition(book *webappv1.Book) metav1.Condition {
+	return metav1.Condition{
+		Type:               ConditionReady,
+		Status:             metav1.ConditionTrue,
+		Reason:             ReasonConfigMapReady,
+		Message:            fmt.Sprintf("ConfigMap %s holds the current spec", book.Name),
+		ObservedGeneration: book.Generation,
+	}
+}
+
+// conflictCondition is the Ready condition of a Book whose ConfigMap name is
+// taken by an object it does not control.
+func conflictCondition(book *webappv1.Book) metav1.Condition {
+	return metav1.Condition{
+		Type:   ConditionReady,
+		Status: metav1.ConditionFalse,
+		Reason: ReasonConfigMapConflict,
+		Message: fmt.Sprintf("ConfigMap %s exists and is not controlled by this Book; "+
+			"delete or rename it to let the controller create its own", book.Name),
+		ObservedGeneration: book.Generation,
+	}
+}
+
+// computeStatus returns the status the Book should have given the Ready
+// condition just observed. The transition time moves only when the condition's
+// status does, so an unchanged world yields a status equal to the old one.
+func computeStatus(book *webappv1.Book, ready metav1.Condition, now time.Time) webappv1.BookStatus {
+	status := *book.Status.DeepCopy()
+	status.ObservedGeneration = book.Generation
+	status.ConfigMapName = book.Name
+	// The API stores seconds; rounding here keeps a fresh status equal to its
+	// round-tripped self.
+	ready.LastTransitionTime = metav1.NewTime(now).Rfc3339Copy()
+	meta.SetStatusCondition(&status.Conditions, ready)
+	return status
+}
+
+// statusEqual reports whether two statuses would serialize the same, so a
+// status write can be skipped.
+func statusEqual(a, b webappv1.BookStatus) bool {
+	return equality.Semantic.DeepEqual(a, b)
+}

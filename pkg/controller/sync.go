@@ -1,0 +1,135 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+)
+
+// FieldManager names this controller in managedFields of what it writes.
+const FieldManager = "book-controller"
+
+// syncBook is the syncHandler: it makes the cluster match one Book's spec.
+// It reads only from the informer caches, copies before it changes anything,
+// and writes only where the cluster differs, so running it again on a
+// converged Book makes no API calls at all.
+func (c *Controller) syncBook(ctx context.Context, key cache.ObjectName) error {
+	book, err := c.booksLister.Books(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		// The garbage collector deletes the ConfigMap through its owner reference.
+		klog.FromContext(ctx).V(4).Info("Book is gone; nothing to do", "book", key)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading Book %s from cache: %w", key, err)
+	}
+	if book.DeletionTimestamp != nil {
+		return nil
+	}
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "book", klog.KObj(book))
+	ctx = klog.NewContext(ctx, logger)
+
+	ready, err := c.syncConfigMap(ctx, book)
+	if err != nil {
+		return err
+	}
+	return c.syncStatus(ctx, book, ready)
+}
+
+// syncConfigMap makes the Book's ConfigMap match the desired one and returns
+// the Ready condition that results.
+func (c *Controller) syncConfigMap(ctx context.Context, book *webappv1.Book) (metav1.Condition, error) {
+	desired := desiredConfigMap(book)
+	observed, err := c.configMapsLister.ConfigMaps(book.Namespace).Get(book.Name)
+	if apierrors.IsNotFound(err) {
+		return c.createConfigMap(ctx, book, desired)
+	}
+	if err != nil {
+		return metav1.Condition{}, fmt.Errorf("reading ConfigMap %s from cache: %w", klog.KObj(book), err)
+	}
+	return c.reconcileConfigMap(ctx, book, observed, desired)
+}
+
+// createConfigMap creates the desired ConfigMap. The cache only holds
+// ConfigMaps with our label, so "not in the cache" can still mean "exists":
+// somebody else's, or ours with the label removed. The server's AlreadyExists
+// answer tells, and a live read shows whose it is.
+func (c *Controller) createConfigMap(ctx context.Context, book *webappv1.Book, desired *corev1.ConfigMap) (metav1.Condition, error) {
+	client := c.kubeClient.CoreV1().ConfigMaps(book.Namespace)
+	created, err := client.Create(ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
+	if err == nil {
+		klog.FromContext(ctx).V(2).Info("Created ConfigMap")
+		c.recorder.Eventf(book, created, corev1.EventTypeNormal, EventConfigMapCreated, "Create",
+			"Created ConfigMap %s", created.Name)
+		return readyCondition(book), nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return metav1.Condition{}, fmt.Errorf("creating ConfigMap %s: %w", klog.KObj(desired), err)
+	}
+	existing, err := client.Get(ctx, desired.Name, metav1.GetOptions{})
+	if err != nil {
+		return metav1.Condition{}, fmt.Errorf("reading existing ConfigMap %s: %w", klog.KObj(desired), err)
+	}
+	return c.reconcileConfigMap(ctx, book, existing, desired)
+}
+
+// reconcileConfigMap repairs an existing ConfigMap that the Book controls and
+// leaves any other one untouched.
+func (c *Controller) reconcileConfigMap(ctx context.Context, book *webappv1.Book, observed, desired *corev1.ConfigMap) (metav1.Condition, error) {
+	if !metav1.IsControlledBy(observed, book) {
+		// Never modify what we don't control. Look again later: the other
+		// object is not in our cache, so its deletion would go unnoticed.
+		c.queue.AddAfter(cache.MetaObjectToName(book), c.conflictRecheck)
+		return conflictCondition(book), nil
+	}
+	if observed.DeletionTimestamp != nil {
+		// Being deleted; its delete event requeues the Book to recreate it.
+		return metav1.Condition{}, fmt.Errorf("ConfigMap %s is being deleted; will recreate it", klog.KObj(observed))
+	}
+	if configMapUpToDate(observed, desired) {
+		return readyCondition(book), nil
+	}
+	updated, err := c.kubeClient.CoreV1().ConfigMaps(book.Namespace).Update(ctx,
+		repairedConfigMap(observed, desired), metav1.UpdateOptions{FieldManager: FieldManager})
+	if err != nil {
+		return metav1.Condition{}, fmt.Errorf("updating ConfigMap %s: %w", klog.KObj(observed), err)
+	}
+	klog.FromContext(ctx).V(2).Info("Updated ConfigMap")
+	c.recorder.Eventf(book, updated, corev1.EventTypeNormal, EventConfigMapUpdated, "Update",
+		"Updated ConfigMap %s to match the spec", updated.Name)
+	return readyCondition(book), nil
+}
+
+// syncStatus writes the Book's status through the status subresource, only
+// when it differs from what the cache shows.
+func (c *Controller) syncStatus(ctx context.Context, book *webappv1.Book, ready metav1.Condition) error {
+	status := computeStatus(book, ready, c.clock.Now())
+	if statusEqual(book.Status, status) {
+		return nil
+	}
+	updated := book.DeepCopy()
+	updated.Status = status
+	if _, err := c.bookClient.WebappV1().Books(book.Namespace).UpdateStatus(ctx, updated,
+		metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		return fmt.Errorf("updating status of Book %s: %w", klog.KObj(book), err)
+	}
+	klog.FromContext(ctx).V(2).Info("Updated status", "ready", ready.Status, "reason", ready.Reason)
+
+	// Warn once per episode, when the Book enters the conflict, not on every
+	// recheck while it lasts.
+	if ready.Reason == ReasonConfigMapConflict {
+		prev := meta.FindStatusCondition(book.Status.Conditions, ConditionReady)
+		if prev == nil || prev.Reason != ReasonConfigMapConflict {
+			c.recorder.Eventf(book, nil, corev1.EventTypeWarning, EventConfigMapConflict, "Sync", "%s", ready.Message)
+		}
+	}
+	return nil
+}

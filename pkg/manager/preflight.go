@@ -1,0 +1,64 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+)
+
+// preflightTimeout bounds the first request, so a server that swallows
+// packets fails fast instead of hanging the start-up.
+const preflightTimeout = 15 * time.Second
+
+// CRDInstallHint is the fix for a cluster without the Book CRD.
+const CRDInstallHint = "kubectl apply -f manifests/crd.yaml"
+
+// Preflight asks the API server for the Book API and turns the common ways
+// that fails into one sentence naming the cause and the fix: a server that
+// cannot be reached, credentials it rejects, and a missing CRD.
+func Preflight(ctx context.Context, host string, client rest.Interface) error {
+	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
+	defer cancel()
+	path := "/apis/" + webappv1.SchemeGroupVersion.String()
+	err := client.Get().AbsPath(path).Do(ctx).Error()
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("the Book CRD (books.%s) is not installed in the cluster at %s: run `%s`",
+			webappv1.GroupName, host, CRDInstallHint)
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("the API server at %s rejected our credentials (401 Unauthorized): check the user and token or certificate in your kubeconfig", host)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("the API server at %s forbids discovery of %s to our user: grant it the controller's ClusterRole", host, path)
+	case isUnreachable(err):
+		return fmt.Errorf("cannot reach the API server at %s (%s): check --kubeconfig / --master and that the cluster is running", host, rootCause(err))
+	default:
+		return fmt.Errorf("checking the Book API at %s: %w", host, err)
+	}
+}
+
+func isUnreachable(err error) bool {
+	var netErr net.Error
+	var urlErr *url.Error
+	return errors.As(err, &netErr) || errors.As(err, &urlErr) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// rootCause strips the URL and operation wrappers for a shorter message.
+func rootCause(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
+}
