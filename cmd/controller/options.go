@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
-
 )
 
 // options are the command-line settings. Defaults live in newOptions.
