@@ -2,6 +2,8 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -39,11 +41,22 @@ func Preflight(ctx context.Context, host string, client rest.Interface) error {
 		return fmt.Errorf("the API server at %s rejected our credentials (401 Unauthorized): check the user and token or certificate in your kubeconfig", host)
 	case apierrors.IsForbidden(err):
 		return fmt.Errorf("the API server at %s forbids discovery of %s to our user: grant it the controller's ClusterRole", host, path)
+	case isTLSVerification(err):
+		return fmt.Errorf("the API server at %s failed TLS verification (%s): check certificate-authority-data (or --master) in your kubeconfig", host, rootCause(err))
 	case isUnreachable(err):
 		return fmt.Errorf("cannot reach the API server at %s (%s): check --kubeconfig / --master and that the cluster is running", host, rootCause(err))
 	default:
 		return fmt.Errorf("checking the Book API at %s: %w", host, err)
 	}
+}
+
+func isTLSVerification(err error) bool {
+	var unknownAuthority x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var verification *tls.CertificateVerificationError
+	return errors.As(err, &unknownAuthority) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &verification)
 }
 
 func isUnreachable(err error) bool {

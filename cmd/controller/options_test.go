@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// parseOK parses args and fails the test on any error.
+func parseOK(t *testing.T, args ...string) *options {
+	t.Helper()
+	var usage bytes.Buffer
+	o, err := parse(args, &usage)
+	if err != nil {
+		t.Fatalf("parse(%q): unexpected error: %v", args, err)
+	}
+	if usage.Len() > 0 {
+		t.Errorf("parse(%q) wrote usage although it succeeded:\n%s", args, usage.String())
+	}
+	return o
+}
+
+// resetKlogVerbosity undoes a -v in a test: klog's flags write to klog's
+// global state, not to options.
+func resetKlogVerbosity(t *testing.T) {
+	t.Cleanup(func() {
+		if _, err := parse([]string{"-v=0"}, &bytes.Buffer{}); err != nil {
+			t.Errorf("resetting -v: %v", err)
+		}
+	})
+}
+
+func TestParseDefaults(t *testing.T) {
+	o := parseOK(t)
+	want := newOptions()
+	if *o != *want {
+		t.Errorf("parse() = %+v, want the defaults %+v", *o, *want)
+	}
+	if o.kubeconfig != "" || o.master != "" || o.namespace != "" {
+		t.Errorf("parse() = %+v: kubeconfig, master and namespace must default to empty", *o)
+	}
+}
+
+func TestParseKubeconfigSpellings(t *testing.T) {
+	const path = "/home/me/.kube/config"
+	for _, args := range [][]string{
+		{"-kubeconfig=" + path},
+		{"-kubeconfig", path},
+		{"--kubeconfig", path},
+		{"--kubeconfig=" + path},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			if got := parseOK(t, args...).kubeconfig; got != path {
+				t.Errorf("parse(%q).kubeconfig = %q, want %q", args, got, path)
+			}
+		})
+	}
+}
+
+func TestParseMixedFlags(t *testing.T) {
+	resetKlogVerbosity(t)
+	const path = "/tmp/kc"
+	others := []string{"-workers", "4", "--namespace", "ns", "-v=2", "-resync-period=1m"}
+	for _, kc := range [][]string{
+		{"-kubeconfig=" + path},
+		{"-kubeconfig", path},
+		{"--kubeconfig", path},
+		{"--kubeconfig=" + path},
+	} {
+		for _, first := range []bool{true, false} {
+			var args []string
+			if first {
+				args = append(append(args, kc...), others...)
+			} else {
+				args = append(append(args, others...), kc...)
+			}
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				o := parseOK(t, args...)
+				if o.kubeconfig != path || o.workers != 4 || o.namespace != "ns" || o.resyncPeriod != time.Minute {
+					t.Errorf("parse(%q) = kubeconfig %q workers %d namespace %q resync-period %v; want %q 4 \"ns\" 1m0s",
+						args, o.kubeconfig, o.workers, o.namespace, o.resyncPeriod, path)
+				}
+				if !klog.V(2).Enabled() || klog.V(3).Enabled() {
+					t.Errorf("parse(%q) did not set klog's verbosity to 2", args)
+				}
+				// The untouched flags keep their defaults.
+				d := newOptions()
+				if o.master != d.master || o.qps != d.qps || o.burst != d.burst {
+					t.Errorf("parse(%q) changed flags it was not given: %+v", args, *o)
+				}
+			})
+		}
+	}
+}
+
+func TestParseOtherFlags(t *testing.T) {
+	o := parseOK(t, "-master", "https://127.0.0.1:6443", "--kube-api-qps=50", "-kube-api-burst", "100", "-resync-period", "0")
+	if o.master != "https://127.0.0.1:6443" || o.qps != 50 || o.burst != 100 || o.resyncPeriod != 0 {
+		t.Errorf("got %+v", *o)
+	}
+}
+
+// A flag's value is the next argument even when it begins with a dash: it is
+// never taken for a flag itself.
+func TestParseDashValue(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		check func(*options) bool
+		want  string
+	}{
+		{[]string{"-kubeconfig", "-weird-name"}, func(o *options) bool { return o.kubeconfig == "-weird-name" }, `kubeconfig "-weird-name"`},
+		{[]string{"--kubeconfig", "-weird-name"}, func(o *options) bool { return o.kubeconfig == "-weird-name" }, `kubeconfig "-weird-name"`},
+		{[]string{"-kubeconfig", "--weird-name"}, func(o *options) bool { return o.kubeconfig == "--weird-name" }, `kubeconfig "--weird-name"`},
+		// The value looks like another known flag, and still is a value.
+		{[]string{"-kubeconfig", "-namespace", "-workers", "3"}, func(o *options) bool {
+			return o.kubeconfig == "-namespace" && o.workers == 3 && o.namespace == ""
+		}, `kubeconfig "-namespace", workers 3`},
+		{[]string{"-kubeconfig=-x", "-namespace", "-"}, func(o *options) bool { return o.kubeconfig == "-x" && o.namespace == "-" }, `kubeconfig "-x", namespace "-"`},
+		// --kube-api-qps documents -1 as "no client-side limit".
+		{[]string{"-kube-api-qps", "-1"}, func(o *options) bool { return o.qps == -1 }, "qps -1"},
+		{[]string{"--kube-api-qps", "-1", "--kube-api-burst", "0"}, func(o *options) bool { return o.qps == -1 && o.burst == 0 }, "qps -1, burst 0"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			if o := parseOK(t, c.args...); !c.check(o) {
+				t.Errorf("parse(%q) = %+v, want %s", c.args, *o, c.want)
+			}
+		})
+	}
+}
+
+// Bad input is one line naming the culprit, and no usage dump.
+func TestParseErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string // the error must contain it
+	}{
+		{[]string{"-workers", "-1"}, "--workers"},
+		{[]string{"--workers=0"}, "--workers"},
+		{[]string{"-workers", "four"}, "--workers"},
+		{[]string{"-resync-period=1"}, "--resync-period"}, // a duration needs a unit
+		{[]string{"--resync-period", "soon"}, "--resync-period"},
+		{[]string{"-resync-period=-1m"}, "--resync-period"},
+		{[]string{"--kube-api-qps=-2"}, "--kube-api-qps"},
+		{[]string{"--kube-api-burst=0"}, "--kube-api-burst"},
+		{[]string{"--namespace", strings.Repeat("n", 64)}, "--namespace"},
+		{[]string{"--kubeconfig"}, "--kubeconfig"}, // no value at all
+		{[]string{"-kubeconfig"}, "kubeconfig"},
+		{[]string{"--bogus"}, "--bogus"},
+		{[]string{"--bogus=1", "-workers", "2"}, "--bogus"},
+		{[]string{"-bogus"}, "-bogus"},
+		{[]string{"-workers", "2", "extra"}, `"extra"`},
+		{[]string{"extra", "--workers", "2"}, `"extra"`},
+		{[]string{"--", "-workers", "2"}, `"-workers"`}, // after "--" nothing is a flag
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var usage bytes.Buffer
+			o, err := parse(c.args, &usage)
+			if err == nil {
+				t.Fatalf("parse(%q) = %+v, want an error", c.args, *o)
+			}
+			if errors.Is(err, errHelp) {
+				t.Fatalf("parse(%q) = errHelp, want an error", c.args)
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Errorf("parse(%q): error spans several lines, want one:\n%s", c.args, msg)
+			}
+			if !strings.Contains(msg, c.want) {
+				t.Errorf("parse(%q) = %q, want it to name %s", c.args, msg, c.want)
+			}
+			if o != nil {
+				t.Errorf("parse(%q) returned options with its error: %+v", c.args, *o)
+			}
+			if usage.Len() > 0 {
+				t.Errorf("parse(%q) wrote usage on an error:\n%s", c.args, usage.String())
+			}
+		})
+	}
+}
+
+func TestParseHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-help"}, {"-h"}, {"-workers", "2", "--help"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var usage bytes.Buffer
+			o, err := parse(args, &usage)
+			if !errors.Is(err, errHelp) {
+				t.Fatalf("parse(%q) = %v, %v; want errHelp", args, o, err)
+			}
+			out := usage.String()
+			for _, want := range []string{"Usage of book-controller", "--kubeconfig", "--workers", "--resync-period", "--namespace", "-v, --v"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("parse(%q) usage does not mention %q:\n%s", args, want, out)
+				}
+			}
+		})
+	}
+}
