@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs a local Kubernetes control plane (etcd, kube-apiserver,
+# kube-controller-manager) on loopback for demos, in the background.
+#
+#   hack/local-up.sh up      build the binaries if needed, start, print how to use it
+#   hack/local-up.sh down    stop exactly the processes "up" started; remove the data
+#   hack/local-up.sh status  exit 0 running, 1 partly running, 3 not running
+#
+# Data, kubeconfig, logs and pid files: $LOCAL_CLUSTER_DIR, default
+# _output/local-cluster. This is a thin wrapper: the logic and every process
+# flag live in hack/local-cluster and pkg/localcluster.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DIR="${LOCAL_CLUSTER_DIR:-$ROOT/_output/local-cluster}"
+
+case "${1:-}" in
+up | down | status) ;;
+*)
+	echo "usage: $0 up|down|status" >&2
+	exit 2
+	;;
+esac
+
+CLI="$ROOT/_output/bin/local-cluster"
+(cd "$ROOT" && go build -o "$CLI" ./hack/local-cluster)
+exec "$CLI" -dir "$DIR" -repo-root "$ROOT" "$1"

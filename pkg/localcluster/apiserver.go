@@ -1,0 +1,54 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// serviceClusterIPRange only has to exist: there are no nodes, so no service
+// is ever reached through it.
+const serviceClusterIPRange = "10.0.0.0/24"
+
+func (c *Cluster) apiServerURL() string {
+	return fmt.Sprintf("https://127.0.0.1:%d", c.st.APIServerPort)
+}
+
+// apiServerCertDir is where kube-apiserver writes its self-signed serving
+// certificate (for 127.0.0.1) on first start and reuses it after.
+func (c *Cluster) apiServerCertDir() string { return filepath.Join(c.dir, "apiserver-certs") }
+
+// apiServerCAFile holds the serving certificate followed by the CA that
+// signed it, so it serves as the CA bundle for clients.
+func (c *Cluster) apiServerCAFile() string {
+	return filepath.Join(c.apiServerCertDir(), "apiserver.crt")
+}
+
+func (c *Cluster) apiServerArgs() []string {
+	return []string{
+		"--etcd-servers=" + c.etcdURL(),
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", c.st.APIServerPort),
+		"--cert-dir=" + c.apiServerCertDir(),
+		"--token-auth-file=" + c.path(tokenAuthFile),
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + c.path(serviceAccountKeyFile),
+		"--service-account-signing-key-file=" + c.path(serviceAccountKeyFile),
+		"--service-cluster-ip-range=" + serviceClusterIPRange,
+		// The default reconciler would publish 127.0.0.1 as the endpoint of
+		// the kubernetes service, which EndpointSlice validation rejects,
+		// filling the log with errors. Nothing here needs that service.
+		"--endpoint-reconciler-type=none",
+	}
+}
+
+func (c *Cluster) startAPIServer(ctx context.Context) error {
+	return c.startComponent(ctx, KubeAPIServer, c.apiServerArgs(), 60*time.Second, func(ctx context.Context) error {
+		// /readyz also waits for the post-start hooks, such as the
+		// bootstrap RBAC roles, that clients rely on.
+		_, err := get(ctx, c.apiServerURL()+"/readyz", c.tokens.Admin)
+		return err
+	})
+}

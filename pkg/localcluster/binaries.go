@@ -1,0 +1,104 @@
+package localcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Names of the binaries and of the processes this package runs; they are also
+// the keys of Cluster.Pids.
+const (
+	Etcd                  = "etcd"
+	KubeAPIServer         = "kube-apiserver"
+	KubeControllerManager = "kube-controller-manager"
+	Kubectl               = "kubectl"
+)
+
+// buildScript is relative to the repository root.
+const buildScript = "hack/build-tools.sh"
+
+// EnsureBinaries builds the control plane binaries if they are not built yet
+// (by running hack/build-tools.sh under repoRoot) and returns the directory
+// that holds them. A cold build takes minutes; a warm one seconds. The
+// script's progress goes to os.Stderr so that a slow first run is not silent.
+func EnsureBinaries(ctx context.Context, repoRoot string) (binDir string, err error) {
+	script := filepath.Join(repoRoot, buildScript)
+	if _, err := os.Stat(script); err != nil {
+		return "", fmt.Errorf("localcluster: %s not found: pass the repository root to EnsureBinaries", script)
+	}
+	var stdout bytes.Buffer
+	stderr := &tailBuffer{max: 4096}
+	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd.Dir = repoRoot
+	cmd.Stdout = &stdout
+	cmd.Stderr = io.MultiWriter(os.Stderr, stderr)
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("localcluster: %s failed (%v): %s", buildScript, err, lastLine(stderr.String()))
+	}
+	binDir = lastLine(stdout.String())
+	if binDir == "" {
+		return "", fmt.Errorf("localcluster: %s printed no bin directory", buildScript)
+	}
+	return binDir, checkBinaries(binDir)
+}
+
+// checkBinaries fails early with the fix, instead of letting the first
+// exec fail with a bare "no such file or directory".
+func checkBinaries(binDir string) error {
+	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager} {
+		p := filepath.Join(binDir, name)
+		st, err := os.Stat(p)
+		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			return fmt.Errorf("localcluster: %s not found in %s: run %s", name, binDir, buildScript)
+		}
+	}
+	return nil
+}
+
+// findRepoRoot walks up from the working directory so that tests, which run
+// in their package directory, can find hack/build-tools.sh.
+func findRepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, buildScript)); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("localcluster: no " + buildScript + " above the working directory: set Options.BinDir")
+		}
+		dir = parent
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// tailBuffer keeps only the end of what is written, enough for an error
+// message, however long the output.
+type tailBuffer struct {
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = t.buf[over:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string { return string(t.buf) }

@@ -1,0 +1,333 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// Files under Options.Dir.
+const (
+	adminKubeconfig             = "kubeconfig"
+	controllerManagerKubeconfig = "kube-controller-manager.kubeconfig"
+	serviceAccountKeyFile       = "service-account.key"
+	tokensFile                  = "tokens.json"
+	tokenAuthFile               = "token-auth.csv"
+	stateFile                   = "cluster.json"
+	logsDir                     = "logs"
+)
+
+// startOrder is the order of dependence; Stop goes the other way so that no
+// process spends its shutdown retrying one that is already gone.
+var startOrder = []string{Etcd, KubeAPIServer, KubeControllerManager}
+
+// stopGrace is how long a process has to exit after SIGTERM before it is
+// killed; all three normally take well under a second.
+const stopGrace = 10 * time.Second
+
+// Options configures Start. The zero value is a test cluster in a temporary
+// directory, with binaries from hack/build-tools.sh.
+type Options struct {
+	// Dir holds etcd's data, keys, certificates, kubeconfigs, logs and pid
+	// files. If empty, a temporary directory is used and removed by Stop.
+	// A given Dir is kept, and a later Start on it reuses its data.
+	Dir string
+	// BinDir holds etcd, kube-apiserver and kube-controller-manager. If
+	// empty, Start runs hack/build-tools.sh from the enclosing repository,
+	// which takes minutes the first time.
+	BinDir string
+	// Log, if set, also receives the processes' output, each line prefixed
+	// with the process name. It is always written to Dir/logs too. Ignored
+	// when Detached, since the processes outlive this writer.
+	Log io.Writer
+	// Detached starts processes that survive this Go process, for
+	// hack/local-up.sh. Without it they are killed when this process dies
+	// (on Linux), so a failed test leaks nothing.
+	Detached bool
+}
+
+// Cluster is a running local control plane. Its methods are safe for
+// concurrent use.
+type Cluster struct {
+	mu        sync.Mutex
+	dir       string
+	removeDir bool // a temporary Dir, removed by Stop
+	log       io.Writer
+	logMu     sync.Mutex // shared by the processes' prefixWriters on log
+	st        state
+	tokens    tokens
+	ca        []byte
+	procs     map[string]*process
+	stopped   bool
+}
+
+// Start starts etcd, kube-apiserver and kube-controller-manager on free
+// loopback ports, waits until each is ready, and writes an admin kubeconfig
+// (KubeconfigPath). ctx bounds only the start: the cluster runs until Stop.
+// On failure, whatever was started is stopped and Dir is kept for its logs.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	dir, removeDir, err := prepareDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{dir: dir, removeDir: removeDir, procs: map[string]*process{}}
+	if !opts.Detached {
+		c.log = opts.Log
+	}
+	if err := c.start(ctx, opts); err != nil {
+		c.removeDir = false
+		_ = c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func prepareDir(dir string) (abs string, temp bool, err error) {
+	if dir == "" {
+		dir, err = os.MkdirTemp("", "localcluster-")
+		if err != nil {
+			return "", false, fmt.Errorf("localcluster: creating a data directory: %w", err)
+		}
+		return dir, true, nil
+	}
+	if abs, err = filepath.Abs(dir); err != nil {
+		return "", false, err
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", false, fmt.Errorf("localcluster: creating %s: %w", abs, err)
+	}
+	// Two clusters on one Dir would share etcd's data and each other's pid
+	// files; refuse rather than corrupt both.
+	if old, err := Attach(abs); err == nil {
+		if pids := old.Pids(); len(pids) > 0 {
+			return "", false, fmt.Errorf("localcluster: a cluster already runs in %s (pids %v): stop it first (hack/local-up.sh down)", abs, pids)
+		}
+	}
+	return abs, false, nil
+}
+
+func (c *Cluster) start(ctx context.Context, opts Options) error {
+	binDir := opts.BinDir
+	if binDir == "" {
+		root, err := findRepoRoot()
+		if err != nil {
+			return err
+		}
+		if binDir, err = EnsureBinaries(ctx, root); err != nil {
+			return err
+		}
+	} else if err := checkBinaries(binDir); err != nil {
+		return err
+	}
+	if abs, err := filepath.Abs(binDir); err == nil {
+		binDir = abs
+	}
+	ports, err := freePorts(4)
+	if err != nil {
+		return err
+	}
+	c.st = state{
+		BinDir:                binDir,
+		Detached:              opts.Detached,
+		EtcdClientPort:        ports[0],
+		EtcdPeerPort:          ports[1],
+		APIServerPort:         ports[2],
+		ControllerManagerPort: ports[3],
+		Processes:             map[string]procID{},
+	}
+	if err := writeServiceAccountKey(c.path(serviceAccountKeyFile)); err != nil {
+		return err
+	}
+	if c.tokens, err = loadOrCreateTokens(c.path(tokensFile)); err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.path(tokenAuthFile), c.tokens.tokenAuthFile(), 0o600); err != nil {
+		return err
+	}
+	if err := c.startEtcd(ctx); err != nil {
+		return err
+	}
+	if err := c.startAPIServer(ctx); err != nil {
+		return err
+	}
+	if err := c.writeKubeconfigs(); err != nil {
+		return err
+	}
+	return c.startControllerManager(ctx)
+}
+
+// startComponent starts one process and waits until check passes. The pid
+// is recorded before waiting, so that even if this process dies while
+// waiting, hack/local-up.sh down can still find what it started.
+func (c *Cluster) startComponent(ctx context.Context, name string, args []string, timeout time.Duration, check func(context.Context) error) error {
+	if c.stopped {
+		return fmt.Errorf("localcluster: cluster in %s was stopped: Start a new one", c.dir)
+	}
+	if p := c.procs[name]; p.alive() {
+		return fmt.Errorf("localcluster: %s already runs (pid %d): kill it first", name, p.id.Pid)
+	}
+	var extra io.Writer
+	if c.log != nil {
+		extra = newPrefixWriter(&c.logMu, c.log, name)
+	}
+	p, err := startProcess(name, filepath.Join(c.st.BinDir, name), args, c.path(logsDir, name+".log"), c.st.Detached, extra)
+	if err != nil {
+		return err
+	}
+	c.procs[name] = p
+	c.st.Processes[name] = p.id
+	if err := c.saveState(); err != nil {
+		return err
+	}
+	return waitReady(ctx, p, timeout, check)
+}
+
+// Attach finds a cluster that another process started in dir with
+// Options.Detached, so that it can be inspected (Pids) or stopped (Stop).
+// The error wraps fs.ErrNotExist if dir holds no cluster.
+func Attach(dir string) (*Cluster, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{dir: abs, procs: map[string]*process{}}
+	if err := readJSON(c.path(stateFile), &c.st); err != nil {
+		return nil, fmt.Errorf("localcluster: no cluster in %s (start one with hack/local-up.sh up): %w", abs, err)
+	}
+	if err := readJSON(c.path(tokensFile), &c.tokens); err != nil {
+		return nil, fmt.Errorf("localcluster: reading %s: %w", c.path(tokensFile), err)
+	}
+	if c.st.Processes == nil {
+		c.st.Processes = map[string]procID{}
+	}
+	c.ca, _ = os.ReadFile(c.apiServerCAFile()) // absent only if the apiserver never started
+	for name, id := range c.st.Processes {
+		c.procs[name] = attachProcess(name, c.path(logsDir, name+".log"), id)
+	}
+	return c, nil
+}
+
+// Stop stops the processes this Cluster started (or attached to), gracefully
+// then by SIGKILL, and waits until they are gone. It removes a temporary
+// Dir. Calling it again after it succeeded does nothing.
+func (c *Cluster) Stop() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return nil
+	}
+	var errs []error
+	for i := len(startOrder) - 1; i >= 0; i-- {
+		if p := c.procs[startOrder[i]]; p != nil {
+			if err := p.stop(stopGrace); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	c.stopped = true
+	if c.removeDir {
+		return os.RemoveAll(c.dir)
+	}
+	c.st.Processes = map[string]procID{}
+	if err := c.saveState(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// RESTConfig returns a new admin config for the apiserver, which the caller
+// may modify freely. It stays valid across StartAPIServer, and does not wait
+// for one in progress: the port, token and CA never change after Start.
+func (c *Cluster) RESTConfig() *rest.Config { return c.restConfig() }
+
+// KubeconfigPath is the admin kubeconfig, for kubectl and for code that
+// takes a path rather than a rest.Config.
+func (c *Cluster) KubeconfigPath() string { return c.path(adminKubeconfig) }
+
+// Dir is the data directory, where logs/ holds each process's output.
+func (c *Cluster) Dir() string { return c.dir }
+
+// BinDir holds the binaries the cluster runs, and a kubectl.
+func (c *Cluster) BinDir() string { return c.st.BinDir }
+
+// Pids returns the pids of this cluster's processes that are still running,
+// keyed by Etcd, KubeAPIServer and KubeControllerManager. An empty map means
+// nothing runs.
+func (c *Cluster) Pids() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pids := map[string]int{}
+	for name, p := range c.procs {
+		if p.alive() {
+			pids[name] = p.id.Pid
+		}
+	}
+	return pids
+}
+
+// KillAPIServer kills kube-apiserver with SIGKILL, as a crash would, and
+// waits until it is gone. Clients see connection errors until
+// StartAPIServer.
+func (c *Cluster) KillAPIServer() error { return c.kill(KubeAPIServer) }
+
+// StartAPIServer starts kube-apiserver again after KillAPIServer, on the
+// same port with the same data and credentials, and waits until it is ready,
+// so existing rest.Configs and kubeconfigs keep working.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.startAPIServer(ctx)
+}
+
+// KillEtcd kills etcd with SIGKILL and waits until it is gone. The apiserver
+// stays up but fails requests and /readyz until StartEtcd.
+func (c *Cluster) KillEtcd() error { return c.kill(Etcd) }
+
+// StartEtcd starts etcd again after KillEtcd, on the same port with the same
+// data, and waits until it is healthy.
+func (c *Cluster) StartEtcd(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.startEtcd(ctx)
+}
+
+// KillControllerManager kills kube-controller-manager with SIGKILL and waits
+// until it is gone; garbage collection stops until StartControllerManager.
+func (c *Cluster) KillControllerManager() error { return c.kill(KubeControllerManager) }
+
+// StartControllerManager starts kube-controller-manager again after
+// KillControllerManager and waits until it is healthy.
+func (c *Cluster) StartControllerManager(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.startControllerManager(ctx)
+}
+
+func (c *Cluster) kill(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.procs[name]
+	if p == nil {
+		return nil
+	}
+	return p.kill()
+}
+
+func (c *Cluster) path(elem ...string) string {
+	return filepath.Join(append([]string{c.dir}, elem...)...)
+}
+
+func (c *Cluster) saveState() error {
+	return writeJSON(c.path(stateFile), c.st, 0o644)
+}

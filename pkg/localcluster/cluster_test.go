@@ -1,0 +1,227 @@
+package localcluster_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"ydzs.io/book-controller/pkg/localcluster"
+)
+
+// startCluster starts a cluster for one test and stops it at the end. The
+// timeout covers a cold build of the binaries, which takes minutes.
+func startCluster(t *testing.T) *localcluster.Cluster {
+	t.Helper()
+	return startClusterWith(t, localcluster.Options{})
+}
+
+func startClusterWith(t *testing.T, opts localcluster.Options) *localcluster.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts etcd, kube-apiserver and kube-controller-manager (and may build them first); skipped in -short mode")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	opts.Dir = dir
+	start := time.Now()
+	c, err := localcluster.Start(ctx, opts)
+	if err != nil {
+		dumpLogs(t, dir)
+		t.Fatal(err)
+	}
+	t.Logf("cluster ready in %s at %s", time.Since(start).Round(time.Millisecond), c.RESTConfig().Host)
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpLogs(t, dir)
+		}
+		if err := c.Stop(); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return c
+}
+
+// dumpLogs shows the end of each process log, since the cause of a failure
+// is usually there and the directory is removed after the test.
+func dumpLogs(t *testing.T, dir string) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) > 30 {
+			lines = lines[len(lines)-30:]
+		}
+		t.Logf("--- end of %s ---\n%s", l, strings.Join(lines, "\n"))
+	}
+}
+
+func TestGarbageCollectorDeletesOrphanedDependent(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	client := kubernetes.NewForConfigOrDie(c.RESTConfig())
+
+	ns, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gc-test"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := client.CoreV1().ConfigMaps(ns.Name)
+	owner, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: "child",
+		OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID,
+		}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The serviceaccount controller runs too: the namespace gets its
+	// default service account.
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("no default service account in %s after 30s: is the serviceaccount controller running? %v", ns.Name, err)
+	}
+	// A valid owner keeps its dependent.
+	if _, err := cms.Get(ctx, "child", metav1.GetOptions{}); err != nil {
+		t.Fatalf("child gone while its owner exists: %v", err)
+	}
+
+	background := metav1.DeletePropagationBackground
+	if err := cms.Delete(ctx, owner.Name, metav1.DeleteOptions{PropagationPolicy: &background}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := cms.Get(ctx, "child", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		t.Fatalf("garbage collector did not delete the child within 30s: %v", err)
+	}
+	t.Logf("garbage collector deleted the child %s after its owner", time.Since(deleted).Round(time.Millisecond))
+}
+
+func TestStopLeavesNoProcess(t *testing.T) {
+	var log bytes.Buffer // only read after Stop, when no process writes to it
+	c := startClusterWith(t, localcluster.Options{Log: &log})
+	pids := c.Pids()
+	for _, name := range []string{localcluster.Etcd, localcluster.KubeAPIServer, localcluster.KubeControllerManager} {
+		if pids[name] == 0 {
+			t.Fatalf("%s not running after Start: %v", name, pids)
+		}
+	}
+	dir := c.Dir()
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for name, pid := range pids {
+		if running(pid) {
+			t.Errorf("%s (pid %d) still runs after Stop", name, pid)
+		}
+	}
+	if got := c.Pids(); len(got) != 0 {
+		t.Errorf("Pids after Stop = %v, want none", got)
+	}
+	if err := c.Stop(); err != nil {
+		t.Errorf("second Stop: %v", err)
+	}
+	for _, name := range []string{localcluster.Etcd, localcluster.KubeAPIServer, localcluster.KubeControllerManager} {
+		if !strings.Contains(log.String(), "\n"+name+" | ") {
+			t.Errorf("Options.Log has no line from %s", name)
+		}
+	}
+	// A stopped cluster's Dir can be reused: same data, new processes.
+	if _, err := os.Stat(filepath.Join(dir, "etcd")); err != nil {
+		t.Errorf("etcd data gone after Stop of a cluster with a given Dir: %v", err)
+	}
+}
+
+func TestKillAndRestart(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	client := kubernetes.NewForConfigOrDie(c.RESTConfig())
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "survivor", Namespace: "default"}}
+	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	getSurvivor := func() error {
+		_, err := client.CoreV1().ConfigMaps("default").Get(ctx, "survivor", metav1.GetOptions{})
+		return err
+	}
+
+	oldPid := c.Pids()[localcluster.KubeAPIServer]
+	if err := c.KillAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if running(oldPid) {
+		t.Fatalf("kube-apiserver pid %d runs after KillAPIServer", oldPid)
+	}
+	if err := getSurvivor(); err == nil {
+		t.Fatal("Get succeeded with kube-apiserver killed")
+	}
+	start := time.Now()
+	if err := c.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kube-apiserver restarted in %s", time.Since(start).Round(time.Millisecond))
+	if err := getSurvivor(); err != nil {
+		t.Fatalf("after StartAPIServer, with the old client: %v", err)
+	}
+
+	if err := c.KillEtcd(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StartEtcd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The apiserver reconnects to etcd on its own, after a moment.
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return getSurvivor() == nil, nil
+	}); err != nil {
+		t.Fatalf("object not readable 30s after etcd restarted: %v", getSurvivor())
+	}
+}
+
+func TestMissingBinariesError(t *testing.T) {
+	_, err := localcluster.Start(context.Background(), localcluster.Options{Dir: t.TempDir(), BinDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "run hack/build-tools.sh") {
+		t.Fatalf("Start with an empty BinDir: got %v, want an error saying to run hack/build-tools.sh", err)
+	}
+}
+
+// running reports whether pid is a live process; a zombie is not.
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(fields) > 0 && fields[0] != "Z"
+}

@@ -1,0 +1,58 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// controllers is what the controller manager runs. Only controllers that
+// act on API objects alone are useful without nodes:
+//   - garbage-collector: deletes dependents whose owner is gone, which the
+//     Book controller relies on through ownerReferences;
+//   - namespace: actually removes deleted namespaces and their contents,
+//     so tests can clean up by deleting a namespace;
+//   - serviceaccount, serviceaccount-token, root-ca-certificate-publisher:
+//     the default service account, its tokens and kube-root-ca.crt, so that
+//     a controller can later run with a service account's credentials;
+//   - clusterrole-aggregation: fills the admin/edit/view roles, so that
+//     RBAC tests can bind them.
+var controllers = []string{
+	"garbage-collector-controller",
+	"namespace-controller",
+	"serviceaccount-controller",
+	"serviceaccount-token-controller",
+	"root-ca-certificate-publisher-controller",
+	"clusterrole-aggregation-controller",
+}
+
+func (c *Cluster) controllerManagerArgs() []string {
+	return []string{
+		// No --authentication-kubeconfig: it would make the controller
+		// manager look for the client CA that the apiserver publishes only
+		// when it has one (this one uses tokens), and log an error about it
+		// every few seconds forever. Only /healthz, which needs no
+		// authentication, is ever called on the controller manager.
+		"--kubeconfig=" + c.path(controllerManagerKubeconfig),
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", c.st.ControllerManagerPort),
+		// The default, /var/run/kubernetes, would be shared by every
+		// cluster on the machine.
+		"--cert-dir=" + filepath.Join(c.dir, "controller-manager-certs"),
+		// One instance only; with leader election a restarted controller
+		// manager would wait for its own old lease to expire.
+		"--leader-elect=false",
+		"--controllers=" + strings.Join(controllers, ","),
+		"--service-account-private-key-file=" + c.path(serviceAccountKeyFile),
+		"--root-ca-file=" + c.apiServerCAFile(),
+	}
+}
+
+func (c *Cluster) startControllerManager(ctx context.Context) error {
+	return c.startComponent(ctx, KubeControllerManager, c.controllerManagerArgs(), 60*time.Second, func(ctx context.Context) error {
+		_, err := get(ctx, fmt.Sprintf("https://127.0.0.1:%d/healthz", c.st.ControllerManagerPort), "")
+		return err
+	})
+}

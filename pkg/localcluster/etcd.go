@@ -1,0 +1,54 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+const etcdName = "localcluster"
+
+func (c *Cluster) etcdURL() string {
+	return fmt.Sprintf("http://127.0.0.1:%d", c.st.EtcdClientPort)
+}
+
+func (c *Cluster) etcdArgs() []string {
+	peer := fmt.Sprintf("http://127.0.0.1:%d", c.st.EtcdPeerPort)
+	return []string{
+		"--name=" + etcdName,
+		"--data-dir=" + filepath.Join(c.dir, "etcd"),
+		"--listen-client-urls=" + c.etcdURL(),
+		"--advertise-client-urls=" + c.etcdURL(),
+		// The peer port is never used by a one-member cluster, but etcd
+		// binds it anyway, and its default (2380) would clash between two
+		// clusters on one machine.
+		"--listen-peer-urls=" + peer,
+		"--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=" + etcdName + "=" + peer,
+		// Losing the page cache means losing the machine, and with it any
+		// reason to keep this throwaway data; fsync only slows tests.
+		"--unsafe-no-fsync",
+		"--log-level=warn",
+	}
+}
+
+func (c *Cluster) startEtcd(ctx context.Context) error {
+	return c.startComponent(ctx, Etcd, c.etcdArgs(), 30*time.Second, func(ctx context.Context) error {
+		// /health answers 200 with {"health":"false"} while there is no
+		// leader, so the body must be checked too.
+		return getHealth(ctx, c.etcdURL()+"/health")
+	})
+}
+
+func getHealth(ctx context.Context, url string) error {
+	body, err := get(ctx, url, "")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(body, `"health":"true"`) {
+		return fmt.Errorf("%s: %s", url, strings.TrimSpace(body))
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+package localcluster
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// writeServiceAccountKey writes the RSA key that kube-apiserver signs service
+// account tokens with and kube-controller-manager signs legacy token secrets
+// with. An existing key is kept, so that tokens issued before a restart on
+// the same data stay valid.
+func writeServiceAccountKey(path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return fmt.Errorf("localcluster: generating service account key: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
+}
+
+// tokens are static bearer tokens for kube-apiserver's --token-auth-file.
+// Static tokens avoid a client certificate authority, which this package
+// would otherwise have to create and keep.
+type tokens struct {
+	Admin             string `json:"admin"`
+	ControllerManager string `json:"controllerManager"`
+}
+
+// loadOrCreateTokens keeps tokens across restarts on the same data for the
+// same reason as the service account key: kubeconfigs already handed out must
+// keep working.
+func loadOrCreateTokens(path string) (tokens, error) {
+	var t tokens
+	if err := readJSON(path, &t); err == nil && t.Admin != "" && t.ControllerManager != "" {
+		return t, nil
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return t, err
+	}
+	t = tokens{Admin: randomToken(), ControllerManager: randomToken()}
+	return t, writeJSON(path, t, 0o600)
+}
+
+// tokenAuthFile is the CSV that kube-apiserver reads: token,user,uid,"groups".
+// Both users are in system:masters: this is a local, single-user cluster and
+// the controller manager must be able to act on every resource it collects.
+func (t tokens) tokenAuthFile() []byte {
+	return []byte(fmt.Sprintf("%s,admin,admin,\"system:masters\"\n%s,system:kube-controller-manager,kube-controller-manager,\"system:masters\"\n",
+		t.Admin, t.ControllerManager))
+}
+
+func randomToken() string {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,69 @@
+package localcluster
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// probeClient skips TLS verification because it is used before the
+// apiserver has written the certificate that would verify it, and for the
+// controller manager, whose self-signed certificate nobody else trusts.
+// Nothing secret is sent except to the loopback apiserver.
+var probeClient = &http.Client{
+	Timeout: 2 * time.Second,
+	Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback readiness probe only
+		DisableKeepAlives: true,
+	},
+}
+
+// get returns the start of the body when url answers 200, otherwise an
+// error with the status and the body, which for /readyz names the failing
+// check.
+func get(ctx context.Context, url, token string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := probeClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return string(body), nil
+}
+
+// waitReady polls check until it passes, the process exits, or ctx ends.
+// Exiting is checked first because a process that dies at once (a port in
+// use, a bad flag) would otherwise only show up as a timeout.
+func waitReady(ctx context.Context, p *process, timeout time.Duration, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	var lastErr error
+	for {
+		if !p.alive() {
+			return p.exitError()
+		}
+		if lastErr = check(ctx); lastErr == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("localcluster: %s not ready after %s (%v): see %s", p.name, time.Since(start).Round(time.Second), lastErr, p.logPath)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package localcluster
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+)
+
+// state is what a detached cluster leaves in <Dir>/cluster.json so that a
+// later process (hack/local-up.sh down or status) can find and stop it.
+type state struct {
+	BinDir                string            `json:"binDir"`
+	Detached              bool              `json:"detached"`
+	EtcdClientPort        int               `json:"etcdClientPort"`
+	EtcdPeerPort          int               `json:"etcdPeerPort"`
+	APIServerPort         int               `json:"apiServerPort"`
+	ControllerManagerPort int               `json:"controllerManagerPort"`
+	Processes             map[string]procID `json:"processes"`
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// writeJSON replaces path atomically so that a reader never sees half a file.
+func writeJSON(path string, v any, mode os.FileMode) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
