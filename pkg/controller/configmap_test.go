@@ -1,0 +1,158 @@
+package controller
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestDesiredConfigMap(t *testing.T) {
+	book := newBook("demo", 7, "Kubernetes Patterns", 0)
+	got := desiredConfigMap(book)
+
+	if got.Name != "demo" || got.Namespace != testNamespace {
+		t.Errorf("name: got %s/%s, want %s/demo", got.Namespace, got.Name, testNamespace)
+	}
+	wantData := map[string]string{TitleKey: "Kubernetes Patterns", PriceKey: "0"}
+	if !apiequality.Semantic.DeepEqual(got.Data, wantData) {
+		t.Errorf("data: got %v, want %v", got.Data, wantData)
+	}
+	wantLabels := map[string]string{
+		"app.kubernetes.io/managed-by": "book-controller",
+		"webapp.ydzs.io/book":          "demo",
+	}
+	if !apiequality.Semantic.DeepEqual(got.Labels, wantLabels) {
+		t.Errorf("labels: got %v, want %v", got.Labels, wantLabels)
+	}
+	if len(got.BinaryData) != 0 || len(got.Annotations) != 0 {
+		t.Errorf("unexpected binaryData %v or annotations %v", got.BinaryData, got.Annotations)
+	}
+	wantRefs := []metav1.OwnerReference{bookControllerRef("demo", "uid-demo")}
+	if !apiequality.Semantic.DeepEqual(got.OwnerReferences, wantRefs) {
+		t.Errorf("ownerReferences: got %+v, want %+v", got.OwnerReferences, wantRefs)
+	}
+	if !metav1.IsControlledBy(got, book) {
+		t.Error("desired ConfigMap is not controlled by its Book")
+	}
+
+	for price, want := range map[int32]string{1: "1", 1999: "1999", 2147483647: "2147483647"} {
+		book.Spec.Price = price
+		if got := desiredConfigMap(book).Data[PriceKey]; got != want {
+			t.Errorf("price %d rendered as %q, want %q", price, got, want)
+		}
+	}
+}
+
+func TestConfigMapUpToDate(t *testing.T) {
+	book := newBook("demo", 1, "T", 5)
+	desired := desiredConfigMap(book)
+	tests := []struct {
+		name   string
+		mutate func(*corev1.ConfigMap)
+		want   bool
+	}{
+		{"identical", func(*corev1.ConfigMap) {}, true},
+		{"extra label", func(cm *corev1.ConfigMap) { cm.Labels["team"] = "books" }, true},
+		{"annotations", func(cm *corev1.ConfigMap) { cm.Annotations = map[string]string{"a": "b"} }, true},
+		{"extra owner reference", func(cm *corev1.ConfigMap) {
+			cm.OwnerReferences = append(cm.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "Namespace", Name: "x", UID: "u"})
+		}, true},
+		{"server-set metadata", func(cm *corev1.ConfigMap) {
+			cm.ResourceVersion, cm.UID, cm.Generation = "42", "cm-uid", 0
+			cm.CreationTimestamp = metav1.NewTime(t0)
+		}, true},
+		{"title differs", func(cm *corev1.ConfigMap) { cm.Data[TitleKey] = "X" }, false},
+		{"price differs", func(cm *corev1.ConfigMap) { cm.Data[PriceKey] = "05" }, false},
+		{"data key missing", func(cm *corev1.ConfigMap) { delete(cm.Data, PriceKey) }, false},
+		{"extra data key", func(cm *corev1.ConfigMap) { cm.Data["extra"] = "" }, false},
+		{"no data", func(cm *corev1.ConfigMap) { cm.Data = nil }, false},
+		{"binaryData", func(cm *corev1.ConfigMap) { cm.BinaryData = map[string][]byte{"b": nil} }, false},
+		{"managed-by label missing", func(cm *corev1.ConfigMap) { delete(cm.Labels, ManagedByLabel) }, false},
+		{"book label missing", func(cm *corev1.ConfigMap) { delete(cm.Labels, BookLabel) }, false},
+		{"book label wrong", func(cm *corev1.ConfigMap) { cm.Labels[BookLabel] = "other" }, false},
+		{"book label empty", func(cm *corev1.ConfigMap) { cm.Labels[BookLabel] = "" }, false},
+		{"no labels", func(cm *corev1.ConfigMap) { cm.Labels = nil }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			observed := desired.DeepCopy()
+			tt.mutate(observed)
+			desiredBefore := desired.DeepCopy()
+			if got := configMapUpToDate(observed, desired); got != tt.want {
+				t.Errorf("configMapUpToDate: got %v, want %v", got, tt.want)
+			}
+			if !apiequality.Semantic.DeepEqual(desired, desiredBefore) {
+				t.Error("configMapUpToDate modified desired")
+			}
+		})
+	}
+}
+
+func TestRepairedConfigMap(t *testing.T) {
+	book := newBook("demo", 2, "Right", 3)
+	desired := desiredConfigMap(book)
+
+	observed := ownConfigMap(book)
+	observed.ResourceVersion = "17"
+	observed.Data = map[string]string{TitleKey: "Wrong", "extra": "x"}
+	observed.BinaryData = map[string][]byte{"blob": {1}}
+	observed.Labels = map[string]string{ManagedByLabel: ManagedByValue, "team": "books"}
+	observed.Annotations = map[string]string{"note": "keep"}
+	observed.OwnerReferences = append(observed.OwnerReferences,
+		metav1.OwnerReference{APIVersion: "v1", Kind: "Namespace", Name: "x", UID: "u"})
+	observedBefore := observed.DeepCopy()
+	desiredBefore := desired.DeepCopy()
+
+	got := repairedConfigMap(observed, desired)
+
+	if !apiequality.Semantic.DeepEqual(observed, observedBefore) {
+		t.Errorf("repairedConfigMap mutated its input:\nbefore %+v\nafter  %+v", observedBefore, observed)
+	}
+	if !apiequality.Semantic.DeepEqual(desired, desiredBefore) {
+		t.Errorf("repairedConfigMap mutated desired")
+	}
+	if !configMapUpToDate(got, desired) {
+		t.Errorf("repaired ConfigMap is not up to date: %+v", got)
+	}
+	if !apiequality.Semantic.DeepEqual(got.Data, desired.Data) {
+		t.Errorf("data: got %v, want %v", got.Data, desired.Data)
+	}
+	if got.BinaryData != nil {
+		t.Errorf("binaryData: got %v, want nil", got.BinaryData)
+	}
+	wantLabels := map[string]string{ManagedByLabel: ManagedByValue, BookLabel: "demo", "team": "books"}
+	if !apiequality.Semantic.DeepEqual(got.Labels, wantLabels) {
+		t.Errorf("labels: got %v, want %v", got.Labels, wantLabels)
+	}
+	// Everything else, notably the resourceVersion the update is checked
+	// against, comes from observed.
+	if got.ResourceVersion != "17" || got.Annotations["note"] != "keep" ||
+		!apiequality.Semantic.DeepEqual(got.OwnerReferences, observed.OwnerReferences) {
+		t.Errorf("metadata not carried over from observed: %+v", got.ObjectMeta)
+	}
+
+	// Writing to the result must not reach the input. (Its data map is
+	// desired's, which is built afresh for every sync and not shared.)
+	got.Labels["new"] = "x"
+	got.Annotations["new"] = "x"
+	if _, ok := observed.Labels["new"]; ok {
+		t.Error("result shares its labels map with observed")
+	}
+	if _, ok := observed.Annotations["new"]; ok {
+		t.Error("result shares its annotations map with observed")
+	}
+
+	t.Run("observed without labels", func(t *testing.T) {
+		bare := observedBefore.DeepCopy()
+		bare.Labels = nil
+		got := repairedConfigMap(bare, desired)
+		if !apiequality.Semantic.DeepEqual(got.Labels, desired.Labels) {
+			t.Errorf("labels: got %v, want %v", got.Labels, desired.Labels)
+		}
+		if bare.Labels != nil {
+			t.Error("repairedConfigMap set labels on its input")
+		}
+	})
+}

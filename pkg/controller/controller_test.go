@@ -1,0 +1,298 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+)
+
+// waitFor polls cond every millisecond for up to five seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+func TestProcessNextWorkItemSuccessForgetsKey(t *testing.T) {
+	f := newFixture(t, Options{})
+	key := bookKey("demo")
+	var got []cache.ObjectName
+	f.c.syncHandler = func(_ context.Context, k cache.ObjectName) error {
+		got = append(got, k)
+		return nil
+	}
+	// An earlier failure left some backoff behind.
+	f.c.queue.AddRateLimited(key)
+	if n := f.c.queue.NumRequeues(key); n != 1 {
+		t.Fatalf("precondition: NumRequeues %d, want 1", n)
+	}
+	waitFor(t, "the rate-limited key", func() bool { return f.c.queue.Len() == 1 })
+
+	if !f.c.processNextWorkItem(t.Context()) {
+		t.Fatal("processNextWorkItem returned false on a live queue")
+	}
+	if !slices.Equal(got, []cache.ObjectName{key}) {
+		t.Errorf("syncHandler calls: got %v, want [%v]", got, key)
+	}
+	if n := f.c.queue.NumRequeues(key); n != 0 {
+		t.Errorf("NumRequeues after success: got %d, want 0 (Forget)", n)
+	}
+	if n := f.c.queue.Len(); n != 0 {
+		t.Errorf("queue length after success: got %d, want 0", n)
+	}
+}
+
+func TestProcessNextWorkItemRequeuesFailures(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Group: webappv1.GroupName, Resource: "books"}, "demo", errors.New("stale"))
+	tests := []struct {
+		name string
+		sync func(context.Context, cache.ObjectName) error
+	}{
+		{"error", func(context.Context, cache.ObjectName) error { return errors.New("boom") }},
+		{"409 Conflict", func(context.Context, cache.ObjectName) error { return conflict }},
+		{"wrapped 409 Conflict", func(context.Context, cache.ObjectName) error {
+			return errors.Join(errors.New("updating status"), conflict)
+		}},
+		{"panic", func(context.Context, cache.ObjectName) error { panic("bad object") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, Options{})
+			key := bookKey("demo")
+			f.c.syncHandler = tt.sync
+			f.c.queue.Add(key)
+
+			if !f.c.processNextWorkItem(t.Context()) {
+				t.Fatal("processNextWorkItem returned false; the worker would stop")
+			}
+			if n := f.c.queue.NumRequeues(key); n != 1 {
+				t.Errorf("NumRequeues: got %d, want 1", n)
+			}
+			// Rate-limited, not immediate: the key comes back after the backoff.
+			waitFor(t, "the key to be requeued", func() bool { return f.c.queue.Len() == 1 })
+			if k, _ := f.c.queue.Get(); k != key {
+				t.Errorf("requeued key: got %v, want %v", k, key)
+			}
+		})
+	}
+}
+
+// TestWorkerSurvivesPanic runs a real worker: the first sync panics, the
+// retry succeeds, and the worker keeps going until the queue shuts down.
+func TestWorkerSurvivesPanic(t *testing.T) {
+	f := newFixture(t, Options{})
+	key := bookKey("demo")
+	var calls atomic.Int32
+	f.c.syncHandler = func(_ context.Context, k cache.ObjectName) error {
+		if calls.Add(1) == 1 {
+			panic("first sync panics")
+		}
+		return nil
+	}
+	f.c.queue.Add(key)
+
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		f.c.runWorker(t.Context())
+	}()
+
+	waitFor(t, "the retry after the panic", func() bool { return calls.Load() == 2 })
+	waitFor(t, "the successful retry to forget the key", func() bool { return f.c.queue.NumRequeues(key) == 0 })
+	f.c.queue.ShutDown()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("worker did not stop after the queue shut down")
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("syncHandler calls: got %d, want 2", n)
+	}
+}
+
+func TestProcessNextWorkItemAfterShutdown(t *testing.T) {
+	f := newFixture(t, Options{})
+	f.c.queue.ShutDown()
+	if f.c.processNextWorkItem(t.Context()) {
+		t.Error("processNextWorkItem returned true on a shut-down queue")
+	}
+}
+
+func TestRunRejectsTooFewWorkers(t *testing.T) {
+	f := newFixture(t, Options{})
+	for _, workers := range []int{0, -1} {
+		if err := f.c.Run(t.Context(), workers); err == nil {
+			t.Errorf("Run with %d workers: got nil, want an error", workers)
+		}
+	}
+}
+
+func TestRunReturnsWhenCancelledBeforeCachesSync(t *testing.T) {
+	f := newFixture(t, Options{})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // informers never started, so the caches can never sync
+	if err := f.c.Run(ctx, 1); err != nil {
+		t.Errorf("Run: got %v, want nil", err)
+	}
+}
+
+// startRun starts the informers and Run; the returned function cancels Run's
+// context and waits for Run to return, and returns Run's error, or an error
+// of its own if Run takes more than five seconds.
+func (f *fixture) startRun(opts runOpts) (stop func() error) {
+	f.t.Helper()
+	informerCtx, stopInformers := context.WithCancel(context.Background())
+	f.kubeFactory.Start(informerCtx.Done())
+	f.bookFactory.Start(informerCtx.Done())
+	f.t.Cleanup(func() {
+		stopInformers()
+		f.kubeFactory.Shutdown()
+		f.bookFactory.Shutdown()
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.c.Run(ctx, opts.workers) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(5 * time.Second):
+				err = errors.New("run did not return within 5s of its context ending")
+			}
+		})
+		return err
+	}
+	f.t.Cleanup(func() {
+		if err := stop(); err != nil {
+			f.t.Error(err)
+		}
+	})
+	return stop
+}
+
+type runOpts struct{ workers int }
+
+func TestRunReconcilesBookAndStopsCleanly(t *testing.T) {
+	f := newFixture(t, Options{})
+	book := newBook("demo", 1, "Run", 12)
+	book.ResourceVersion = ""
+	if _, err := f.bookClient.WebappV1().Books(testNamespace).Create(t.Context(), book, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stop := f.startRun(runOpts{workers: 2})
+
+	waitFor(t, "the Book to become Ready", func() bool {
+		b, err := f.bookClient.WebappV1().Books(testNamespace).Get(t.Context(), "demo", metav1.GetOptions{})
+		return err == nil && len(b.Status.Conditions) == 1 && b.Status.Conditions[0].Status == metav1.ConditionTrue
+	})
+	// The status write comes back as a Book update event and the
+	// ConfigMap's add event enqueues the Book too; let those settle.
+	waitFor(t, "the queue to empty", func() bool { return f.c.queue.Len() == 0 })
+
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Errorf("Run: got %v, want nil", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Run took %v to stop", d)
+	}
+	if !f.c.queue.ShuttingDown() {
+		t.Error("queue not shut down after Run returned")
+	}
+
+	f.expectConfigMapMatches(book)
+	f.expectReady("demo", metav1.ConditionTrue, ReasonConfigMapReady)
+	events := f.events()
+	if len(events) != 1 || events[0] != eventCreated+"demo" {
+		t.Errorf("events: got %q, want exactly one %q", events, eventCreated+"demo")
+	}
+}
+
+// TestRunDrainsQueueOnCancel: when the context ends, the key being synced
+// finishes and the keys already queued are still processed before Run
+// returns.
+func TestRunDrainsQueueOnCancel(t *testing.T) {
+	f := newFixture(t, Options{})
+	first, second := bookKey("first"), bookKey("second")
+	started, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var processed []cache.ObjectName
+	f.c.syncHandler = func(ctx context.Context, k cache.ObjectName) error {
+		if k == first {
+			close(started)
+			<-release
+		}
+		if ctx.Err() != nil {
+			t.Errorf("sync of %v saw a cancelled context during the drain", k)
+		}
+		mu.Lock()
+		processed = append(processed, k)
+		mu.Unlock()
+		return nil
+	}
+	f.c.queue.Add(first)
+	f.c.queue.Add(second)
+	stopped := make(chan error, 1)
+	stop := f.startRun(runOpts{workers: 1})
+
+	<-started
+	go func() { stopped <- stop() }()
+	select {
+	case <-stopped:
+		t.Fatal("Run returned while a sync was still in flight")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(processed, []cache.ObjectName{first, second}) {
+		t.Errorf("processed: got %v, want [%v %v]", processed, first, second)
+	}
+}
+
+// TestRunDrainTimeoutCancelsInFlightWork: a sync that does not finish within
+// the drain timeout has its context cancelled, and Run still returns.
+func TestRunDrainTimeoutCancelsInFlightWork(t *testing.T) {
+	f := newFixture(t, Options{DrainTimeout: 10 * time.Millisecond})
+	started := make(chan struct{})
+	var startOnce sync.Once
+	var sawCancel atomic.Bool
+	f.c.syncHandler = func(ctx context.Context, _ cache.ObjectName) error {
+		startOnce.Do(func() { close(started) })
+		<-ctx.Done()
+		sawCancel.Store(true)
+		return ctx.Err()
+	}
+	f.c.queue.Add(bookKey("stuck"))
+	stop := f.startRun(runOpts{workers: 1})
+
+	<-started
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if !sawCancel.Load() {
+		t.Error("the in-flight sync's context was not cancelled after the drain timeout")
+	}
+}

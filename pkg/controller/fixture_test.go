@@ -1,0 +1,436 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	kubeinformers "k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	bookfake "ydzs.io/book-controller/pkg/generated/clientset/versioned/fake"
+	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions"
+)
+
+const testNamespace = "default"
+
+// t0 is the fake clock's starting time. It has no sub-second part, so a
+// condition stamped from it equals its round-tripped self.
+var t0 = time.Date(2025, time.March, 4, 10, 0, 0, 0, time.UTC)
+
+// fastRateLimiter retries failed keys after a millisecond, so tests that
+// wait for a requeue finish quickly.
+func fastRateLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, 10*time.Millisecond)
+}
+
+// fixture is the test harness, after sample-controller's: it holds the fake
+// clients, the informer factories whose indexers are filled by hand (the
+// informers are never started), the fake recorder and clock, and the
+// controller wired to all of them.
+type fixture struct {
+	t *testing.T
+
+	kubeClient *kubefake.Clientset
+	bookClient *bookfake.Clientset
+
+	kubeFactory kubeinformers.SharedInformerFactory
+	bookFactory bookinformers.SharedInformerFactory
+
+	recorder *events.FakeRecorder
+	clock    *clocktesting.FakeClock
+	c        *Controller
+}
+
+// newFixture builds a controller whose clients hold objects and whose listers
+// hold what its informers would: every Book, and the ConfigMaps that carry
+// the managed-by label the ConfigMap informer selects on.
+func newFixture(t *testing.T, opts Options, objects ...runtime.Object) *fixture {
+	t.Helper()
+	f := &fixture{
+		t:        t,
+		recorder: events.NewFakeRecorder(100),
+		clock:    clocktesting.NewFakeClock(t0),
+	}
+	var kubeObjs, bookObjs []runtime.Object
+	for _, obj := range objects {
+		switch obj.(type) {
+		case *webappv1.Book:
+			bookObjs = append(bookObjs, obj)
+		default:
+			kubeObjs = append(kubeObjs, obj)
+		}
+	}
+	f.kubeClient = kubefake.NewClientset(kubeObjs...)
+	// NewClientset's field-managed tracker has no schema for custom
+	// resources and rejects creating a Book
+	// (https://github.com/kubernetes/kubernetes/issues/126850); the simple
+	// tracker is all the Book client needs, as the controller never applies.
+	f.bookClient = bookfake.NewSimpleClientset(bookObjs...)
+	f.kubeFactory, f.bookFactory = NewInformerFactories(f.kubeClient, f.bookClient, "", 0)
+
+	if opts.Clock == nil {
+		opts.Clock = f.clock
+	}
+	if opts.RateLimiter == nil {
+		opts.RateLimiter = fastRateLimiter()
+	}
+	if opts.ConflictRecheck == 0 {
+		// Long enough never to fire during a test that does not ask for it.
+		opts.ConflictRecheck = time.Hour
+	}
+	c, err := New(f.kubeClient, f.bookClient,
+		f.bookFactory.Webapp().V1().Books(), f.kubeFactory.Core().V1().ConfigMaps(),
+		f.recorder, opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	f.c = c
+	t.Cleanup(c.queue.ShutDown)
+
+	for _, obj := range objects {
+		switch o := obj.(type) {
+		case *webappv1.Book:
+			f.addBookToLister(o)
+		case *corev1.ConfigMap:
+			if inConfigMapCache(o) {
+				f.addConfigMapToLister(o)
+			}
+		}
+	}
+	return f
+}
+
+func inConfigMapCache(cm *corev1.ConfigMap) bool {
+	return labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue}).Matches(labels.Set(cm.Labels))
+}
+
+func (f *fixture) bookIndexer() cache.Indexer {
+	return f.bookFactory.Webapp().V1().Books().Informer().GetIndexer()
+}
+
+func (f *fixture) configMapIndexer() cache.Indexer {
+	return f.kubeFactory.Core().V1().ConfigMaps().Informer().GetIndexer()
+}
+
+func (f *fixture) addBookToLister(b *webappv1.Book) {
+	f.t.Helper()
+	if err := f.bookIndexer().Update(b.DeepCopy()); err != nil {
+		f.t.Fatalf("adding Book to indexer: %v", err)
+	}
+}
+
+func (f *fixture) addConfigMapToLister(cm *corev1.ConfigMap) {
+	f.t.Helper()
+	if err := f.configMapIndexer().Update(cm.DeepCopy()); err != nil {
+		f.t.Fatalf("adding ConfigMap to indexer: %v", err)
+	}
+}
+
+// feedBackBook copies the Book as the fake API server holds it into the
+// lister, as the informer would after the watch event.
+func (f *fixture) feedBackBook(name string) *webappv1.Book {
+	f.t.Helper()
+	b := f.getBook(name)
+	f.addBookToLister(b)
+	return b
+}
+
+// feedBackConfigMap does the same for a ConfigMap, honouring the label
+// selector: a ConfigMap that lost the label leaves the cache.
+func (f *fixture) feedBackConfigMap(name string) {
+	f.t.Helper()
+	cm := f.getConfigMap(name)
+	if cm == nil || !inConfigMapCache(cm) {
+		_ = f.configMapIndexer().Delete(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name}})
+		return
+	}
+	f.addConfigMapToLister(cm)
+}
+
+func (f *fixture) sync(name string) error {
+	f.t.Helper()
+	return f.c.syncHandler(f.t.Context(), cache.ObjectName{Namespace: testNamespace, Name: name})
+}
+
+func (f *fixture) mustSync(name string) {
+	f.t.Helper()
+	if err := f.sync(name); err != nil {
+		f.t.Fatalf("syncHandler(%s): %v", name, err)
+	}
+}
+
+func (f *fixture) getBook(name string) *webappv1.Book {
+	f.t.Helper()
+	b, err := f.bookClient.WebappV1().Books(testNamespace).Get(f.t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatalf("getting Book %s: %v", name, err)
+	}
+	return b
+}
+
+// getConfigMap returns the ConfigMap from the fake API server, or nil.
+func (f *fixture) getConfigMap(name string) *corev1.ConfigMap {
+	f.t.Helper()
+	cm, err := f.kubeClient.CoreV1().ConfigMaps(testNamespace).Get(f.t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	return cm
+}
+
+func (f *fixture) mustGetConfigMap(name string) *corev1.ConfigMap {
+	f.t.Helper()
+	cm := f.getConfigMap(name)
+	if cm == nil {
+		f.t.Fatalf("ConfigMap %s does not exist", name)
+	}
+	return cm
+}
+
+// clearActions forgets the actions recorded so far, and the getConfigMap and
+// getBook calls the test made itself.
+func (f *fixture) clearActions() {
+	f.kubeClient.ClearActions()
+	f.bookClient.ClearActions()
+}
+
+func isWrite(a core.Action) bool {
+	switch a.GetVerb() {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return true
+	}
+	return false
+}
+
+// writes returns the write actions both fake clients recorded, whether or
+// not they succeeded.
+func (f *fixture) writes() []core.Action {
+	var out []core.Action
+	for _, a := range append(f.kubeClient.Actions(), f.bookClient.Actions()...) {
+		if isWrite(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (f *fixture) expectNoWrites() {
+	f.t.Helper()
+	if w := f.writes(); len(w) != 0 {
+		f.t.Errorf("expected no write actions, got %d: %s", len(w), describeActions(w))
+	}
+}
+
+// filterActions returns the recorded actions with the given verb on the
+// given resource ("" matches any subresource, "-" only the main resource).
+func filterActions(actions []core.Action, verb, resource, subresource string) []core.Action {
+	var out []core.Action
+	for _, a := range actions {
+		if a.GetVerb() != verb || a.GetResource().Resource != resource {
+			continue
+		}
+		switch subresource {
+		case "":
+		case "-":
+			if a.GetSubresource() != "" {
+				continue
+			}
+		default:
+			if a.GetSubresource() != subresource {
+				continue
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func (f *fixture) statusWrites() []core.Action {
+	return filterActions(f.bookClient.Actions(), "update", "books", "status")
+}
+
+func describeActions(actions []core.Action) string {
+	s := ""
+	for _, a := range actions {
+		s += fmt.Sprintf("[%s %s/%s %s] ", a.GetVerb(), a.GetResource().Resource, a.GetSubresource(), a.GetNamespace())
+	}
+	return s
+}
+
+// events drains and returns the events recorded so far.
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// expectEvents checks that exactly the wanted events were recorded since the
+// last call, in order; each want is a prefix of "type reason note".
+func (f *fixture) expectEvents(want ...string) {
+	f.t.Helper()
+	got := f.events()
+	if len(got) != len(want) {
+		f.t.Errorf("events: got %q, want %q", got, want)
+		return
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			f.t.Errorf("event %d: got %q, want it to start with %q", i, got[i], want[i])
+		}
+	}
+}
+
+// Object builders.
+
+func newBook(name string, generation int64, title string, price int32) *webappv1.Book {
+	return &webappv1.Book{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			Namespace:       testNamespace,
+			UID:             types.UID("uid-" + name),
+			Generation:      generation,
+			ResourceVersion: "1",
+		},
+		Spec: webappv1.BookSpec{Title: title, Price: price},
+	}
+}
+
+// withReadyStatus returns a copy of b whose status says it converged on its
+// current generation at time at.
+func withReadyStatus(b *webappv1.Book, at time.Time) *webappv1.Book {
+	b = b.DeepCopy()
+	b.Status = webappv1.BookStatus{
+		ObservedGeneration: b.Generation,
+		ConfigMapName:      b.Name,
+		Conditions: []metav1.Condition{{
+			Type:               ConditionReady,
+			Status:             metav1.ConditionTrue,
+			Reason:             ReasonConfigMapReady,
+			Message:            fmt.Sprintf("ConfigMap %s holds the current spec", b.Name),
+			ObservedGeneration: b.Generation,
+			LastTransitionTime: metav1.NewTime(at),
+		}},
+	}
+	return b
+}
+
+// ownConfigMap is the ConfigMap as the controller would write it for b,
+// built by hand rather than with desiredConfigMap.
+func ownConfigMap(b *webappv1.Book) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            b.Name,
+			Namespace:       b.Namespace,
+			ResourceVersion: "1",
+			Labels: map[string]string{
+				ManagedByLabel: ManagedByValue,
+				BookLabel:      b.Name,
+			},
+			OwnerReferences: []metav1.OwnerReference{bookControllerRef(b.Name, b.UID)},
+		},
+		Data: map[string]string{
+			TitleKey: b.Spec.Title,
+			PriceKey: fmt.Sprint(b.Spec.Price),
+		},
+	}
+}
+
+func bookControllerRef(name string, uid types.UID) metav1.OwnerReference {
+	yes := true
+	return metav1.OwnerReference{
+		APIVersion:         "webapp.ydzs.io/v1",
+		Kind:               "Book",
+		Name:               name,
+		UID:                uid,
+		Controller:         &yes,
+		BlockOwnerDeletion: &yes,
+	}
+}
+
+// Assertions on the state of the world.
+
+func (f *fixture) expectConfigMapMatches(b *webappv1.Book) *corev1.ConfigMap {
+	f.t.Helper()
+	cm := f.mustGetConfigMap(b.Name)
+	wantData := map[string]string{TitleKey: b.Spec.Title, PriceKey: fmt.Sprint(b.Spec.Price)}
+	if len(cm.Data) != len(wantData) {
+		f.t.Errorf("ConfigMap data: got %v, want %v", cm.Data, wantData)
+	}
+	for k, v := range wantData {
+		if cm.Data[k] != v {
+			f.t.Errorf("ConfigMap data[%s]: got %q, want %q", k, cm.Data[k], v)
+		}
+	}
+	if len(cm.BinaryData) != 0 {
+		f.t.Errorf("ConfigMap binaryData: got %v, want none", cm.BinaryData)
+	}
+	if cm.Labels[ManagedByLabel] != ManagedByValue || cm.Labels[BookLabel] != b.Name {
+		f.t.Errorf("ConfigMap labels: got %v, want %s=%s and %s=%s", cm.Labels, ManagedByLabel, ManagedByValue, BookLabel, b.Name)
+	}
+	ref := metav1.GetControllerOfNoCopy(cm)
+	if ref == nil {
+		f.t.Fatalf("ConfigMap has no controller reference: %v", cm.OwnerReferences)
+	}
+	want := bookControllerRef(b.Name, b.UID)
+	if ref.APIVersion != want.APIVersion || ref.Kind != want.Kind || ref.Name != want.Name || ref.UID != want.UID {
+		f.t.Errorf("controller reference: got %+v, want %+v", *ref, want)
+	}
+	if ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
+		f.t.Errorf("controller reference: blockOwnerDeletion is not true")
+	}
+	return cm
+}
+
+// expectReady checks the Book in the fake API server: Ready has the given
+// status and reason, and the status describes the Book's current generation.
+func (f *fixture) expectReady(name string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	f.t.Helper()
+	b := f.getBook(name)
+	if b.Status.ObservedGeneration != b.Generation {
+		f.t.Errorf("status.observedGeneration: got %d, want %d", b.Status.ObservedGeneration, b.Generation)
+	}
+	if b.Status.ConfigMapName != name {
+		f.t.Errorf("status.configMapName: got %q, want %q", b.Status.ConfigMapName, name)
+	}
+	if len(b.Status.Conditions) != 1 {
+		f.t.Errorf("status.conditions: got %d, want 1: %+v", len(b.Status.Conditions), b.Status.Conditions)
+	}
+	c := meta.FindStatusCondition(b.Status.Conditions, ConditionReady)
+	if c == nil {
+		f.t.Fatalf("no Ready condition in %+v", b.Status.Conditions)
+	}
+	if c.Status != status || c.Reason != reason {
+		f.t.Errorf("Ready: got %s/%s, want %s/%s", c.Status, c.Reason, status, reason)
+	}
+	if c.ObservedGeneration != b.Generation {
+		f.t.Errorf("Ready.observedGeneration: got %d, want %d", c.ObservedGeneration, b.Generation)
+	}
+	if c.Message == "" {
+		f.t.Errorf("Ready has no message")
+	}
+	return *c
+}
+
+func bookKey(name string) cache.ObjectName {
+	return cache.ObjectName{Namespace: testNamespace, Name: name}
+}

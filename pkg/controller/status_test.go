@@ -1,0 +1,149 @@
+package controller
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+)
+
+func readyOf(t *testing.T, s webappv1.BookStatus) metav1.Condition {
+	t.Helper()
+	c := meta.FindStatusCondition(s.Conditions, ConditionReady)
+	if c == nil {
+		t.Fatalf("no Ready condition in %+v", s.Conditions)
+	}
+	return *c
+}
+
+func TestComputeStatusFresh(t *testing.T) {
+	book := newBook("demo", 3, "T", 1)
+	before := book.DeepCopy()
+	now := t0.Add(1500 * time.Millisecond) // sub-second part must be dropped
+
+	got := computeStatus(book, readyCondition(book), now)
+
+	if !apiequality.Semantic.DeepEqual(book, before) {
+		t.Error("computeStatus modified the Book")
+	}
+	if got.ObservedGeneration != 3 || got.ConfigMapName != "demo" || len(got.Conditions) != 1 {
+		t.Errorf("status: got %+v", got)
+	}
+	c := readyOf(t, got)
+	if c.Status != metav1.ConditionTrue || c.Reason != ReasonConfigMapReady || c.ObservedGeneration != 3 || c.Message == "" {
+		t.Errorf("Ready: got %+v", c)
+	}
+	if want := t0.Add(time.Second); !c.LastTransitionTime.Time.Equal(want) {
+		t.Errorf("lastTransitionTime: got %v, want %v (rounded to seconds)", c.LastTransitionTime, want)
+	}
+
+	// What the API server stores and sends back is equal to what we computed,
+	// so the next sync sees nothing to write.
+	raw, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roundTripped webappv1.BookStatus
+	if err := json.Unmarshal(raw, &roundTripped); err != nil {
+		t.Fatal(err)
+	}
+	if !statusEqual(got, roundTripped) {
+		t.Errorf("status differs from its JSON round trip:\n%+v\n%+v", got, roundTripped)
+	}
+}
+
+func TestComputeStatusUnchangedWorldIsEqual(t *testing.T) {
+	book := withReadyStatus(newBook("demo", 5, "T", 1), t0)
+	got := computeStatus(book, readyCondition(book), t0.Add(time.Hour))
+	if !statusEqual(book.Status, got) {
+		t.Errorf("status changed although nothing did:\nold %+v\nnew %+v", book.Status, got)
+	}
+
+	conflicted := newBook("demo", 5, "T", 1)
+	conflicted.Status = computeStatus(conflicted, conflictCondition(conflicted), t0)
+	again := computeStatus(conflicted, conflictCondition(conflicted), t0.Add(time.Hour))
+	if !statusEqual(conflicted.Status, again) {
+		t.Errorf("conflict status changed on a recheck:\nold %+v\nnew %+v", conflicted.Status, again)
+	}
+}
+
+func TestComputeStatusNewGenerationKeepsTransitionTime(t *testing.T) {
+	book := withReadyStatus(newBook("demo", 1, "T", 1), t0)
+	book.Generation = 2
+
+	got := computeStatus(book, readyCondition(book), t0.Add(time.Hour))
+
+	if got.ObservedGeneration != 2 {
+		t.Errorf("observedGeneration: got %d, want 2", got.ObservedGeneration)
+	}
+	c := readyOf(t, got)
+	if c.ObservedGeneration != 2 {
+		t.Errorf("Ready.observedGeneration: got %d, want 2", c.ObservedGeneration)
+	}
+	if !c.LastTransitionTime.Time.Equal(t0) {
+		t.Errorf("lastTransitionTime moved although Ready stayed True: got %v, want %v", c.LastTransitionTime, t0)
+	}
+	if book.Status.ObservedGeneration != 1 || book.Status.Conditions[0].ObservedGeneration != 1 {
+		t.Error("computeStatus modified the Book's status")
+	}
+}
+
+func TestComputeStatusTransitions(t *testing.T) {
+	book := withReadyStatus(newBook("demo", 1, "T", 1), t0)
+	later := t0.Add(time.Minute)
+
+	toConflict := computeStatus(book, conflictCondition(book), later)
+	c := readyOf(t, toConflict)
+	if c.Status != metav1.ConditionFalse || c.Reason != ReasonConfigMapConflict {
+		t.Errorf("Ready: got %s/%s, want False/%s", c.Status, c.Reason, ReasonConfigMapConflict)
+	}
+	if !c.LastTransitionTime.Time.Equal(later) {
+		t.Errorf("lastTransitionTime: got %v, want %v", c.LastTransitionTime, later)
+	}
+	if len(toConflict.Conditions) != 1 {
+		t.Errorf("conditions: got %d, want 1", len(toConflict.Conditions))
+	}
+
+	book.Status = toConflict
+	evenLater := later.Add(time.Minute)
+	back := computeStatus(book, readyCondition(book), evenLater)
+	c = readyOf(t, back)
+	if c.Status != metav1.ConditionTrue || c.Reason != ReasonConfigMapReady {
+		t.Errorf("Ready: got %s/%s, want True/%s", c.Status, c.Reason, ReasonConfigMapReady)
+	}
+	if !c.LastTransitionTime.Time.Equal(evenLater) {
+		t.Errorf("lastTransitionTime: got %v, want %v", c.LastTransitionTime, evenLater)
+	}
+}
+
+func TestComputeStatusKeepsOtherConditions(t *testing.T) {
+	book := withReadyStatus(newBook("demo", 1, "T", 1), t0)
+	other := metav1.Condition{Type: "Archived", Status: metav1.ConditionFalse, Reason: "NotYet", Message: "m", LastTransitionTime: metav1.NewTime(t0)}
+	book.Status.Conditions = append(book.Status.Conditions, other)
+
+	got := computeStatus(book, readyCondition(book), t0.Add(time.Hour))
+	if !statusEqual(book.Status, got) {
+		t.Errorf("status changed:\nold %+v\nnew %+v", book.Status, got)
+	}
+	if c := meta.FindStatusCondition(got.Conditions, "Archived"); c == nil || *c != other {
+		t.Errorf("other condition: got %+v, want %+v", c, other)
+	}
+}
+
+func TestStatusEqualIgnoresTimeZone(t *testing.T) {
+	a := withReadyStatus(newBook("demo", 1, "T", 1), t0).Status
+	b := *a.DeepCopy()
+	b.Conditions[0].LastTransitionTime = metav1.NewTime(t0.In(time.FixedZone("CET", 3600)))
+	if !statusEqual(a, b) {
+		t.Error("statuses differing only in time zone compare unequal")
+	}
+	b.ConfigMapName = "other"
+	if statusEqual(a, b) {
+		t.Error("statuses with different configMapName compare equal")
+	}
+}
