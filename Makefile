@@ -1,0 +1,79 @@
+# book-controller. Targets carry kubebuilder's names where they mean the same.
+# Run `make help` for the list.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -o errexit -o nounset -o pipefail -c
+
+# Where binaries and local state go; git-ignored.
+OUTPUT ?= _output
+BIN_DIR := $(OUTPUT)/bin
+# The local cluster's kubeconfig, used when KUBECONFIG is not set.
+LOCAL_KUBECONFIG := $(OUTPUT)/local-cluster/kubeconfig
+# Flags for `go test` (e.g. TESTFLAGS=-v, TESTFLAGS='-run TestCreate').
+TESTFLAGS ?=
+# Without a KUBECONFIG, targets talk to the local cluster (make cluster-up).
+KUBECONFIG ?= $(abspath $(LOCAL_KUBECONFIG))
+export KUBECONFIG
+# kubectl from hack/build-tools.sh: the one on PATH when within one minor
+# version of the local cluster, else one built from the pinned Kubernetes.
+KUBECTL ?= $(shell hack/build-tools.sh | tail -n1)/kubectl
+
+.PHONY: help
+help: ## Show this help.
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+##@ Development
+
+.PHONY: generate
+generate: ## Regenerate deepcopy, clientset, listers, informers, apply configs and manifests/crd.yaml.
+	hack/update-codegen.sh
+
+.PHONY: verify
+verify: ## Fail if generated code is stale, code is not gofmt'ed or go vet complains.
+	hack/verify-codegen.sh
+	@unformatted=$$(gofmt -l cmd pkg test hack 2>/dev/null); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
+	go vet ./...
+
+.PHONY: build
+build: ## Build the controller binary into _output/bin/book-controller.
+	CGO_ENABLED=0 go build -trimpath -o $(BIN_DIR)/book-controller ./cmd/controller
+
+.PHONY: tools
+tools: ## Build etcd, kube-apiserver, kube-controller-manager (and kubectl if missing) for the local cluster.
+	hack/build-tools.sh >/dev/null
+
+.PHONY: test
+test: tools ## Unit tests and integration tests against a local control plane.
+	go test -race -timeout 25m $(TESTFLAGS) ./...
+
+.PHONY: run
+run: ## Run the controller from source against $KUBECONFIG (default: the local cluster).
+	go run ./cmd/controller --kubeconfig "$(KUBECONFIG)"
+
+.PHONY: install
+install: ## Install the Book CRD into the cluster of $KUBECONFIG.
+	$(KUBECTL) apply -f manifests/crd.yaml
+	$(KUBECTL) wait --for condition=Established --timeout=60s crd/books.webapp.ydzs.io
+
+.PHONY: uninstall
+uninstall: ## Remove the Book CRD (and with it every Book) from the cluster.
+	$(KUBECTL) delete --ignore-not-found -f manifests/crd.yaml
+
+##@ Local cluster and demo
+
+.PHONY: cluster-up
+cluster-up: ## Start etcd, kube-apiserver and kube-controller-manager on loopback.
+	hack/local-up.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster started by cluster-up and delete its data.
+	hack/local-up.sh down
+
+.PHONY: demo
+demo: ## The whole thing: cluster (unless $KUBECONFIG), CRD, controller, example Books.
+	hack/demo.sh up
+
+.PHONY: demo-down
+demo-down: ## Stop what `make demo` started.
+	hack/demo.sh down

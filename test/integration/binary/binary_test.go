@@ -1,0 +1,172 @@
+package binary_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"ydzs.io/book-controller/test/integration/framework"
+)
+
+// TestBinary walks the binary through a user's first contact: started before
+// the CRD exists, it must refuse with the install hint; once the CRD is in,
+// it must reconcile, and on SIGTERM it must drain and exit 0.
+func TestBinary(t *testing.T) {
+	kubeconfig := env.Cluster.KubeconfigPath()
+
+	t.Run("without the CRD it exits with the install hint", func(t *testing.T) {
+		stderr, code := runToExit(t, "-kubeconfig="+kubeconfig)
+		if code == 0 {
+			t.Fatalf("exit code 0, want non-zero")
+		}
+		assertOneLineError(t, stderr, "kubectl apply -f manifests/crd.yaml")
+	})
+
+	if err := framework.InstallCRD(context.Background(), env.Extensions); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("reconciles and exits 0 on SIGTERM", func(t *testing.T) {
+		ns := env.Namespace(t)
+		cmd := exec.Command(binary, "-kubeconfig", kubeconfig, "--namespace", ns)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		})
+
+		if _, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
+			framework.NewBook(ns, "book-sample", "kubernetes", 100), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		env.WaitForReady(t, ns, "book-sample", metav1.ConditionTrue, "ConfigMapReady")
+
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("exit after SIGTERM: %v\n%s", err, out.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("still running 30s after SIGTERM\n%s", out.String())
+		}
+	})
+}
+
+// TestBadInputEndsInOneLine covers what users get wrong before the
+// controller ever syncs: each case must exit non-zero with one line that
+// names the problem, and never a stack trace.
+func TestBadInputEndsInOneLine(t *testing.T) {
+	dir := t.TempDir()
+	badToken := writeKubeconfig(t, dir, "bad-token", func(cfg *clientcmdConfig) {
+		for _, u := range cfg.AuthInfos {
+			u.Token = "not-a-valid-token"
+		}
+	})
+	unreachable := writeKubeconfig(t, dir, "unreachable", func(cfg *clientcmdConfig) {
+		for _, c := range cfg.Clusters {
+			c.Server = "https://127.0.0.1:1"
+		}
+	})
+	garbage := filepath.Join(dir, "garbage")
+	if err := os.WriteFile(garbage, []byte("this is not a kubeconfig"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing kubeconfig", []string{"-kubeconfig", filepath.Join(dir, "nope")}, "does not exist"},
+		{"malformed kubeconfig", []string{"--kubeconfig", garbage}, "is not usable"},
+		{"wrong credentials", []string{"--kubeconfig", badToken}, "401 Unauthorized"},
+		{"unreachable server", []string{"--kubeconfig", unreachable}, "cannot reach the API server"},
+		{"negative workers", []string{"--workers=-1"}, "--workers must be at least 1"},
+		{"bad duration", []string{"--resync-period", "soon"}, "--resync-period"},
+		{"unknown flag", []string{"--colour"}, "unknown flag: --colour"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			stderr, code := runToExit(t, tc.args...)
+			if code == 0 {
+				t.Fatalf("exit code 0, want non-zero")
+			}
+			assertOneLineError(t, stderr, tc.want)
+		})
+	}
+}
+
+// runToExit runs the binary to completion (bounded) and returns its stderr
+// and exit code.
+func runToExit(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG=")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("binary did not exit within 30s; stderr:\n%s", stderr.String())
+	}
+	code := 0
+	if exitErr, ok := err.(*exec.ExitError); ok {
+		code = exitErr.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stderr.String(), code
+}
+
+// assertOneLineError checks that the last line of stderr is the error, that it
+// contains want, and that nothing looks like a stack trace.
+func assertOneLineError(t *testing.T, stderr, want string) {
+	t.Helper()
+	if strings.Contains(stderr, "goroutine ") || strings.Contains(stderr, "panic:") {
+		t.Fatalf("stack trace on stderr:\n%s", stderr)
+	}
+	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "book-controller: error: ") || !strings.Contains(last, want) {
+		t.Fatalf("last stderr line %q, want a one-line error containing %q; stderr:\n%s", last, want, stderr)
+	}
+}
+
+type clientcmdConfig = clientcmdapi.Config
+
+// writeKubeconfig writes a modified copy of the admin kubeconfig.
+func writeKubeconfig(t *testing.T, dir, name string, edit func(*clientcmdConfig)) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(env.Cluster.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(cfg)
+	path := filepath.Join(dir, name)
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

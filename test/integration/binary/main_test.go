@@ -1,0 +1,46 @@
+// Package binary_test runs the built book-controller binary, the way users
+// do, against a real control plane that starts without the Book CRD.
+package binary_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"ydzs.io/book-controller/test/integration/framework"
+)
+
+var (
+	env    *framework.Env
+	binary string
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "book-controller-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "book-controller")
+	build := exec.Command("go", "build", "-o", binary, "./cmd/controller")
+	build.Dir = framework.RepoRoot()
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the controller:", err)
+		os.Exit(1)
+	}
+	code := func() int {
+		defer os.RemoveAll(dir)
+		e, err := framework.Setup(false)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "integration setup:", err)
+			return 1
+		}
+		defer e.Teardown()
+		env = e
+		return m.Run()
+	}()
+	os.Exit(code)
+}

@@ -1,0 +1,255 @@
+package controller_test
+
+import (
+	"context"
+	"maps"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"ydzs.io/book-controller/test/integration/framework"
+)
+
+func TestCreateMakesOwnedConfigMapAndReadyStatus(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	env.StartController(t, framework.ControllerOptions{Namespace: ns})
+
+	book, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "book-sample", "kubernetes", 100), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := env.WaitForReady(t, ns, "book-sample", metav1.ConditionTrue, "ConfigMapReady")
+	if got.Status.ObservedGeneration != book.Generation || got.Status.ConfigMapName != "book-sample" {
+		t.Errorf("status = %+v, want observedGeneration %d and configMapName book-sample", got.Status, book.Generation)
+	}
+
+	cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "book-sample", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["title"] != "kubernetes" || cm.Data["price"] != "100" || len(cm.Data) != 2 {
+		t.Errorf("ConfigMap data = %v, want title=kubernetes price=100", cm.Data)
+	}
+	if cm.Labels["app.kubernetes.io/managed-by"] != "book-controller" || cm.Labels["webapp.ydzs.io/book"] != "book-sample" {
+		t.Errorf("ConfigMap labels = %v", cm.Labels)
+	}
+	ref := metav1.GetControllerOf(cm)
+	if ref == nil || ref.UID != book.UID || ref.Kind != "Book" || ref.APIVersion != "webapp.ydzs.io/v1" ||
+		ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
+		t.Errorf("ConfigMap controller reference = %+v, want a blocking controller reference to Book UID %s", ref, book.UID)
+	}
+	env.WaitForEvent(t, ns, "book-sample", corev1.EventTypeNormal, "ConfigMapCreated")
+}
+
+func TestSpecUpdateUpdatesConfigMapAndObservedGeneration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	env.StartController(t, framework.ControllerOptions{Namespace: ns})
+
+	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "b", "first", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	book := env.WaitForReady(t, ns, "b", metav1.ConditionTrue, "ConfigMapReady")
+
+	book.Spec.Title, book.Spec.Price = "second edition", 2
+	updated, err := env.Books.WebappV1().Books(ns).Update(ctx, book, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if updated.Generation <= book.Generation {
+		t.Fatalf("generation did not advance on a spec update: %d -> %d", book.Generation, updated.Generation)
+	}
+	env.WaitForConfigMap(t, ns, "b", "to hold the new spec", func(cm *corev1.ConfigMap) bool {
+		return cm.Data["title"] == "second edition" && cm.Data["price"] == "2"
+	})
+	got := env.WaitForReady(t, ns, "b", metav1.ConditionTrue, "ConfigMapReady")
+	if got.Status.ObservedGeneration != updated.Generation {
+		t.Errorf("observedGeneration = %d, want %d", got.Status.ObservedGeneration, updated.Generation)
+	}
+	env.WaitForEvent(t, ns, "b", corev1.EventTypeNormal, "ConfigMapUpdated")
+}
+
+func TestConfigMapEditedOrDeletedIsRestored(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	env.StartController(t, framework.ControllerOptions{Namespace: ns})
+	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "b", "title", 7), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForReady(t, ns, "b", metav1.ConditionTrue, "ConfigMapReady")
+	restored := func(cm *corev1.ConfigMap) bool {
+		return cm.Data["title"] == "title" && cm.Data["price"] == "7" && len(cm.Data) == 2 &&
+			cm.Labels["app.kubernetes.io/managed-by"] == "book-controller"
+	}
+
+	t.Run("edited", func(t *testing.T) {
+		cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "b", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data = map[string]string{"title": "vandalised", "extra": "x"}
+		cm.Labels["team"] = "someone-else"
+		if _, err := env.Kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		got := env.WaitForConfigMap(t, ns, "b", "restored after an edit", restored)
+		if got.Labels["team"] != "someone-else" {
+			t.Errorf("a label added by someone else was removed: %v", got.Labels)
+		}
+	})
+
+	t.Run("labels stripped", func(t *testing.T) {
+		// Without our label the ConfigMap leaves the controller's filtered
+		// cache; the controller must still find it, see it is its own, and
+		// put the labels back rather than report a conflict.
+		cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "b", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Labels = nil
+		cm.Data["price"] = "8"
+		if _, err := env.Kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		env.WaitForConfigMap(t, ns, "b", "restored after its labels were removed", restored)
+	})
+
+	t.Run("deleted", func(t *testing.T) {
+		old, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "b", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Kube.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		env.WaitForConfigMap(t, ns, "b", "recreated after deletion", func(cm *corev1.ConfigMap) bool {
+			return cm.UID != old.UID && restored(cm)
+		})
+	})
+}
+
+func TestForeignConfigMapIsLeftAloneAndReported(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	foreign := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: ns, Labels: map[string]string{"owner": "someone-else"}},
+		Data:       map[string]string{"title": "not yours", "config": "important"},
+	}
+	foreign, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, foreign, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.StartController(t, framework.ControllerOptions{Namespace: ns})
+	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "taken", "mine", 3), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	env.WaitForReady(t, ns, "taken", metav1.ConditionFalse, "ConfigMapConflict")
+	env.WaitForEvent(t, ns, "taken", corev1.EventTypeWarning, "ConfigMapConflict")
+	after, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "taken", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != foreign.ResourceVersion || !maps.Equal(after.Data, foreign.Data) ||
+		!maps.Equal(after.Labels, foreign.Labels) || len(after.OwnerReferences) != 0 {
+		t.Errorf("foreign ConfigMap was modified:\nbefore %+v\nafter  %+v", foreign, after)
+	}
+
+	// Once the name is free, the Book converges on its own.
+	if err := env.Kube.CoreV1().ConfigMaps(ns).Delete(ctx, "taken", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForReady(t, ns, "taken", metav1.ConditionTrue, "ConfigMapReady")
+	env.WaitForConfigMap(t, ns, "taken", "to be the Book's", func(cm *corev1.ConfigMap) bool {
+		return cm.Data["title"] == "mine" && metav1.GetControllerOf(cm) != nil
+	})
+}
+
+func TestForgedOwnerReferenceIsNotAdopted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	env.StartController(t, framework.ControllerOptions{Namespace: ns})
+	// Our labels and a controller reference with the Book's name and kind,
+	// but a UID that is not the Book's.
+	yes := true
+	forged := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "forged", Namespace: ns,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "book-controller", "webapp.ydzs.io/book": "forged"},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "webapp.ydzs.io/v1", Kind: "Book", Name: "forged",
+				UID: "00000000-0000-0000-0000-000000000000", Controller: &yes,
+			}},
+		},
+		Data: map[string]string{"title": "forged", "price": "0"},
+	}
+	forged, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, forged, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "forged", "real", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForReady(t, ns, "forged", metav1.ConditionFalse, "ConfigMapConflict")
+	after, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "forged", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != forged.ResourceVersion {
+		t.Errorf("ConfigMap with a forged owner reference was modified: resourceVersion %s -> %s", forged.ResourceVersion, after.ResourceVersion)
+	}
+}
+
+func TestDeletedBookConfigMapIsGarbageCollected(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	env.StartController(t, framework.ControllerOptions{Namespace: ns})
+	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "gone", "t", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForReady(t, ns, "gone", metav1.ConditionTrue, "ConfigMapReady")
+	if err := env.Books.WebappV1().Books(ns).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing in this repository deletes ConfigMaps: only the real garbage
+	// collector in kube-controller-manager can make this pass.
+	env.WaitForConfigMapGone(t, ns, "gone")
+}
+
+func TestNamespaceModeIgnoresOtherNamespaces(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	watched, other := env.Namespace(t), env.Namespace(t)
+	env.StartController(t, framework.ControllerOptions{Namespace: watched})
+	if _, err := env.Books.WebappV1().Books(other).Create(ctx, framework.NewBook(other, "ignored", "t", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Books.WebappV1().Books(watched).Create(ctx, framework.NewBook(watched, "seen", "t", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The Book in the other namespace was created first; once the watched
+	// one is Ready, the controller has had every chance to touch it.
+	env.WaitForReady(t, watched, "seen", metav1.ConditionTrue, "ConfigMapReady")
+	book, err := env.Books.WebappV1().Books(other).Get(ctx, "ignored", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(book.Status.Conditions) != 0 || book.Status.ObservedGeneration != 0 {
+		t.Errorf("Book outside --namespace got a status: %+v", book.Status)
+	}
+	cms, err := env.Kube.CoreV1().ConfigMaps(other).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=book-controller"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cms.Items) != 0 {
+		t.Errorf("controller wrote %d ConfigMaps outside --namespace", len(cms.Items))
+	}
+}

@@ -1,0 +1,104 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"ydzs.io/book-controller/test/integration/framework"
+)
+
+// TestRestartOverConvergedBooksMakesNoWrites proves the sync writes only on a
+// difference: a fresh controller process, whose queue is filled with every
+// Book by the initial list, must find nothing to change.
+func TestRestartOverConvergedBooksMakesNoWrites(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	first := env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 8})
+
+	createBooks(t, ns, n)
+	framework.Eventually(t, fmt.Sprintf("%d Books Ready", n), func(ctx context.Context) (bool, error) {
+		return countReady(ctx, ns) == n, nil
+	})
+	if err := first.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	var counter framework.RequestCounter
+	env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 8, RESTConfig: counter.Wrap(env.RESTConfig())})
+	// Synced and idle: the initial lists (and the preflight) are done, and
+	// the request count has stopped moving for a while, long enough for 200
+	// queued syncs to have run many times over.
+	framework.Eventually(t, "the restarted controller to list its caches", func(context.Context) (bool, error) {
+		return counter.Gets() >= 3, nil
+	})
+	waitQuiet(t, &counter, 3*time.Second)
+	if w := counter.Writes(); w != 0 {
+		t.Errorf("restart over %d converged Books made %d API writes, want 0", n, w)
+	}
+	if got := countReady(ctx, ns); got != n {
+		t.Errorf("%d of %d Books Ready after the restart", got, n)
+	}
+}
+
+func createBooks(t *testing.T, ns string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			name := fmt.Sprintf("book-%04d", i)
+			_, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
+				framework.NewBook(ns, name, "Title "+name, int32(i)), metav1.CreateOptions{})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("creating Books: %v", err)
+		}
+	}
+}
+
+func countReady(ctx context.Context, ns string) int {
+	list, err := env.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return -1
+	}
+	ready := 0
+	for _, b := range list.Items {
+		for _, c := range b.Status.Conditions {
+			if c.Type == "Ready" && c.Status == metav1.ConditionTrue && c.ObservedGeneration == b.Generation {
+				ready++
+			}
+		}
+	}
+	return ready
+}
+
+// waitQuiet waits until no request has gone through counter for quiet.
+func waitQuiet(t *testing.T, counter *framework.RequestCounter, quiet time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(framework.Timeout)
+	last, lastChange := counter.Gets()+counter.Writes(), time.Now()
+	for time.Since(lastChange) < quiet {
+		if time.Now().After(deadline) {
+			t.Fatalf("the controller never went idle")
+		}
+		time.Sleep(100 * time.Millisecond)
+		if now := counter.Gets() + counter.Writes(); now != last {
+			last, lastChange = now, time.Now()
+		}
+	}
+}

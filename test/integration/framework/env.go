@@ -1,0 +1,132 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
+	"ydzs.io/book-controller/pkg/localcluster"
+)
+
+// Env is a running control plane and clients for it, as the cluster admin.
+type Env struct {
+	Cluster    *localcluster.Cluster
+	Kube       kubernetes.Interface
+	Books      versioned.Interface
+	Extensions apiextensionsclient.Interface
+}
+
+// RepoRoot is the repository's top directory, found from this source file so
+// tests work from any package directory.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+// Setup starts a control plane for a test package. Call it from TestMain and
+// defer Teardown; with installCRD the Book CRD is installed and Established
+// before it returns.
+func Setup(installCRD bool) (*Env, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	binDir := os.Getenv("BOOK_TOOLS_BIN")
+	if binDir == "" {
+		var err error
+		if binDir, err = localcluster.EnsureBinaries(ctx, RepoRoot()); err != nil {
+			return nil, err
+		}
+	}
+	var log *os.File
+	if os.Getenv("BOOK_TEST_CLUSTER_LOG") != "" {
+		log = os.Stderr
+	}
+	opts := localcluster.Options{BinDir: binDir}
+	if log != nil {
+		opts.Log = log
+	}
+	cluster, err := localcluster.Start(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	env, err := newEnv(cluster)
+	if err == nil && installCRD {
+		err = env.installCRDBeforeGC(ctx)
+	}
+	if err != nil {
+		_ = cluster.Stop()
+		return nil, err
+	}
+	return env, nil
+}
+
+func newEnv(cluster *localcluster.Cluster) (*Env, error) {
+	cfg := cluster.RESTConfig()
+	cfg.QPS, cfg.Burst = -1, 0 // tests create objects in bursts
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	books, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ext, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Env{Cluster: cluster, Kube: kube, Books: books, Extensions: ext}, nil
+}
+
+// Teardown stops every process Setup started.
+func (e *Env) Teardown() {
+	if err := e.Cluster.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the local cluster:", err)
+	}
+}
+
+// RESTConfig is a fresh admin configuration without client-side throttling.
+func (e *Env) RESTConfig() *rest.Config {
+	cfg := e.Cluster.RESTConfig()
+	cfg.QPS, cfg.Burst = -1, 0
+	return cfg
+}
+
+// Main is a TestMain body: it sets up the environment, runs the tests and
+// tears down, also when tests fail or the setup does.
+func Main(m *testing.M, installCRD bool, env **Env) {
+	e, err := Setup(installCRD)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration setup:", err)
+		os.Exit(1)
+	}
+	*env = e
+	code := m.Run()
+	e.Teardown()
+	os.Exit(code)
+}
+
+// installCRDBeforeGC installs the CRD and restarts kube-controller-manager.
+// The garbage collector looks for new resource types only every 30 seconds;
+// started after the CRD, it watches Books from the first moment, so tests of
+// garbage collection don't wait out that period.
+func (e *Env) installCRDBeforeGC(ctx context.Context) error {
+	if err := InstallCRD(ctx, e.Extensions); err != nil {
+		return err
+	}
+	if err := e.Cluster.KillControllerManager(); err != nil {
+		return fmt.Errorf("restarting kube-controller-manager: %w", err)
+	}
+	if err := e.Cluster.StartControllerManager(ctx); err != nil {
+		return fmt.Errorf("restarting kube-controller-manager: %w", err)
+	}
+	return nil
+}
