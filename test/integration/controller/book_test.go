@@ -4,9 +4,11 @@ import (
 	"context"
 	"maps"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -171,13 +173,15 @@ func TestForeignConfigMapIsLeftAloneAndReported(t *testing.T) {
 	})
 }
 
+// TestForgedOwnerReferenceIsNotAdopted: a ConfigMap with our labels and a
+// controller reference naming the Book, but with another UID, is not the
+// Book's. The real garbage collector deletes it (its owner UID does not
+// exist); until then the controller must not modify it, and afterwards it
+// must create its own.
 func TestForgedOwnerReferenceIsNotAdopted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	env.StartController(t, framework.ControllerOptions{Namespace: ns})
-	// Our labels and a controller reference with the Book's name and kind,
-	// but a UID that is not the Book's.
 	yes := true
 	forged := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
@@ -194,16 +198,44 @@ func TestForgedOwnerReferenceIsNotAdopted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "forged", "real", 1), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	env.WaitForReady(t, ns, "forged", metav1.ConditionFalse, "ConfigMapConflict")
-	after, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "forged", metav1.GetOptions{})
+	watcher, err := env.Kube.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=forged", ResourceVersion: forged.ResourceVersion,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.ResourceVersion != forged.ResourceVersion {
-		t.Errorf("ConfigMap with a forged owner reference was modified: resourceVersion %s -> %s", forged.ResourceVersion, after.ResourceVersion)
+	defer watcher.Stop()
+
+	env.StartController(t, framework.ControllerOptions{Namespace: ns})
+	book, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "forged", "real", 1), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	timeout := time.After(framework.Timeout)
+	for {
+		select {
+		case ev, ok := <-watcher.ResultChan():
+			if !ok {
+				t.Fatal("watch closed before the Book got its own ConfigMap")
+			}
+			cm, isCM := ev.Object.(*corev1.ConfigMap)
+			if !isCM {
+				continue
+			}
+			if cm.UID == forged.UID && ev.Type == watch.Modified {
+				t.Fatalf("the ConfigMap with a forged owner reference was modified: %+v", cm)
+			}
+			if cm.UID != forged.UID && ev.Type == watch.Added {
+				if !metav1.IsControlledBy(cm, book) || cm.Data["title"] != "real" {
+					t.Fatalf("new ConfigMap is not the Book's: %+v", cm)
+				}
+				env.WaitForReady(t, ns, "forged", metav1.ConditionTrue, "ConfigMapReady")
+				return
+			}
+		case <-timeout:
+			t.Fatal("timed out waiting for the forged ConfigMap to be collected and the Book's own to appear")
+		}
 	}
 }
 
