@@ -37,10 +37,13 @@ func run(args []string) int {
 
 	ctx := klog.NewContext(signalContext(), klog.Background())
 	err = manager.Run(ctx, manager.Config{
-		RESTConfig:   cfg,
-		Namespace:    o.namespace,
-		Workers:      o.workers,
-		ResyncPeriod: o.resyncPeriod,
+		RESTConfig:     cfg,
+		Namespace:      o.namespace,
+		Workers:        o.workers,
+		ResyncPeriod:   o.resyncPeriod,
+		LeaderElection: o.leaderElection,
+		MetricsAddr:    o.metricsAddr,
+		ProbeAddr:      o.probeAddr,
 	})
 	klog.Flush()
 	if err != nil {

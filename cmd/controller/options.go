@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
+
+	"ydzs.io/book-controller/pkg/manager"
 )
 
 // options are the command-line settings. Defaults live in newOptions.
@@ -21,6 +24,10 @@ type options struct {
 	resyncPeriod time.Duration
 	qps          float32
 	burst        int
+
+	metricsAddr    string
+	probeAddr      string
+	leaderElection manager.LeaderElection
 }
 
 // newOptions returns the defaults. client-go's own 5 QPS / 10 burst would
@@ -32,6 +39,16 @@ func newOptions() *options {
 		resyncPeriod: 10 * time.Hour,
 		qps:          500,
 		burst:        1000,
+		// As kubebuilder's scaffold: metrics off unless asked for (the
+		// Deployment asks), probes on the port its manifests use.
+		metricsAddr: "0",
+		probeAddr:   ":8081",
+		leaderElection: manager.LeaderElection{
+			ID:            manager.DefaultLeaderElectionID,
+			LeaseDuration: manager.DefaultLeaseDuration,
+			RenewDeadline: manager.DefaultRenewDeadline,
+			RetryPeriod:   manager.DefaultRetryPeriod,
+		},
 	}
 }
 
@@ -52,6 +69,24 @@ func (o *options) flagSet() *pflag.FlagSet {
 		"Requests per second the controller may send to the API server (client-side limit).")
 	fs.IntVar(&o.burst, "kube-api-burst", o.burst,
 		"Requests the controller may send in a burst above --kube-api-qps.")
+
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr,
+		`Address to serve Prometheus metrics on /metrics, e.g. ":8080"; "0" turns it off.`)
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", o.probeAddr,
+		`Address to serve /healthz and /readyz on; "0" turns it off.`)
+
+	le := &o.leaderElection
+	fs.BoolVar(&le.Enabled, "leader-elect", le.Enabled,
+		"Run workers only while holding a coordination.k8s.io Lease, so that replicas can stand by.")
+	fs.StringVar(&le.Namespace, "leader-elect-namespace", le.Namespace,
+		"Namespace of the Lease. Defaults to the pod's namespace, or \"default\" outside a cluster.")
+	fs.StringVar(&le.ID, "leader-elect-id", le.ID, "Name of the Lease.")
+	fs.DurationVar(&le.LeaseDuration, "leader-elect-lease-duration", le.LeaseDuration,
+		"How long standbys wait after the last renewal before taking over.")
+	fs.DurationVar(&le.RenewDeadline, "leader-elect-renew-deadline", le.RenewDeadline,
+		"How long the leader keeps trying to renew before it stops working and exits.")
+	fs.DurationVar(&le.RetryPeriod, "leader-elect-retry-period", le.RetryPeriod,
+		"How often replicas try to acquire or renew the Lease.")
 
 	goFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(goFlags)
@@ -130,6 +165,16 @@ func (o *options) validate() error {
 		return fmt.Errorf("--kube-api-qps must be positive, or -1 to disable client-side rate limiting; got %v", o.qps)
 	case o.burst < 1 && o.qps != -1:
 		return fmt.Errorf("--kube-api-burst must be at least 1, got %d", o.burst)
+	case o.leaderElection.LeaseDuration <= o.leaderElection.RenewDeadline:
+		return fmt.Errorf("--leader-elect-lease-duration (%s) must be longer than --leader-elect-renew-deadline (%s)",
+			o.leaderElection.LeaseDuration, o.leaderElection.RenewDeadline)
+	case o.leaderElection.RetryPeriod <= 0:
+		return fmt.Errorf("--leader-elect-retry-period must be positive, got %s", o.leaderElection.RetryPeriod)
+	case float64(o.leaderElection.RenewDeadline) <= leaderelection.JitterFactor*float64(o.leaderElection.RetryPeriod):
+		return fmt.Errorf("--leader-elect-renew-deadline (%s) must be longer than %.1f x --leader-elect-retry-period (%s)",
+			o.leaderElection.RenewDeadline, leaderelection.JitterFactor, o.leaderElection.RetryPeriod)
+	case o.leaderElection.ID == "":
+		return fmt.Errorf("--leader-elect-id must not be empty")
 	case o.namespace != "" && len(o.namespace) > 63:
 		return fmt.Errorf("--namespace %q is longer than 63 characters and cannot name a namespace", o.namespace)
 	}

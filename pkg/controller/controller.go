@@ -27,6 +27,7 @@ import (
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions/webapp/v1"
 	booklisters "ydzs.io/book-controller/pkg/generated/listers/webapp/v1"
+	"ydzs.io/book-controller/pkg/metrics"
 )
 
 // Name is the controller's name: the work queue's name (and so its metrics
@@ -120,6 +121,7 @@ func New(
 		drainTimeout:    opts.DrainTimeout,
 	}
 	c.syncHandler = c.syncBook
+	metrics.InitController(Name)
 
 	// The registrations' HasSynced, unlike the informers', also waits until
 	// our handlers have seen the initial list, so Run starts with a full queue.
@@ -136,9 +138,15 @@ func New(
 	return c, nil
 }
 
+// ErrAbort, as the cause of Run's context (context.WithCancelCause), makes
+// Run stop its workers at once instead of draining the queue: for when this
+// process has lost the right to write, as on losing leader election.
+var ErrAbort = errors.New("controller aborted")
+
 // Run waits for the caches, starts workers goroutines and blocks until ctx
 // ends. Then it stops taking new keys, lets the workers finish what is
-// queued (up to the drain timeout), waits for them and returns.
+// queued (up to the drain timeout), waits for them and returns. If ctx was
+// cancelled with cause ErrAbort, in-flight work is cancelled instead.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
@@ -166,6 +174,15 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	}
 
 	<-ctx.Done()
+	if errors.Is(context.Cause(ctx), ErrAbort) {
+		// Leadership is gone: another replica may already be writing, so
+		// nothing more may be written from here, not even queued work.
+		logger.Info("Stopping workers at once", "cause", context.Cause(ctx), "depth", c.queue.Len())
+		cancelWorkers()
+		c.queue.ShutDown()
+		wg.Wait()
+		return nil
+	}
 	logger.Info("Shutting down: draining the work queue", "depth", c.queue.Len(), "timeout", c.drainTimeout)
 	drained := make(chan struct{})
 	go func() {
@@ -182,6 +199,12 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	wg.Wait()
 	logger.Info("Workers stopped")
 	return nil
+}
+
+// HasSynced reports whether both caches hold their initial lists and the
+// handlers have seen them: the readiness of the controller.
+func (c *Controller) HasSynced() bool {
+	return c.booksSynced() && c.configMapsSynced()
 }
 
 // runWorker drains the queue until it shuts down.
@@ -201,16 +224,25 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 
+	metrics.ActiveWorkers.WithLabelValues(Name).Inc()
+	start := time.Now()
 	err := c.syncRecovering(ctx, key)
+	metrics.ReconcileTime.WithLabelValues(Name).Observe(time.Since(start).Seconds())
+	metrics.ActiveWorkers.WithLabelValues(Name).Dec()
+
 	switch {
 	case err == nil:
+		metrics.ReconcileTotal.WithLabelValues(Name, metrics.ResultSuccess).Inc()
 		c.queue.Forget(key)
 	case apierrors.IsConflict(err):
 		// Our cache was behind the server; the watch will catch up and the
 		// retry will see the newer object. Not worth an error log.
+		metrics.ReconcileTotal.WithLabelValues(Name, metrics.ResultConflict).Inc()
 		klog.FromContext(ctx).V(2).Info("Conflict writing; requeueing", "key", key, "err", err)
 		c.queue.AddRateLimited(key)
 	default:
+		metrics.ReconcileTotal.WithLabelValues(Name, metrics.ResultError).Inc()
+		metrics.ReconcileErrors.WithLabelValues(Name).Inc()
 		utilruntime.HandleErrorWithContext(ctx, err, "Syncing Book failed; requeueing", "key", key)
 		c.queue.AddRateLimited(key)
 	}
@@ -222,6 +254,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 func (c *Controller) syncRecovering(ctx context.Context, key cache.ObjectName) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			metrics.ReconcilePanics.WithLabelValues(Name).Inc()
 			klog.FromContext(ctx).Error(nil, "Panic while syncing Book", "key", key, "panic", r, "stack", string(debug.Stack()))
 			err = fmt.Errorf("panic while syncing %s: %v", key, r)
 		}

@@ -13,10 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
+	"ydzs.io/book-controller/pkg/metrics"
 )
 
 // Config is everything Run needs. Zero values of the optional fields pick
@@ -32,6 +34,13 @@ type Config struct {
 	ResyncPeriod time.Duration
 	// Controller tunes the controller itself.
 	Controller controller.Options
+	// LeaderElection, when enabled, runs the workers only in the replica
+	// that holds the Lease; the others keep warm caches and stand by.
+	LeaderElection LeaderElection
+	// MetricsAddr serves Prometheus metrics on /metrics; "" or "0" is off.
+	MetricsAddr string
+	// ProbeAddr serves /healthz and /readyz; "" or "0" is off.
+	ProbeAddr string
 }
 
 // Run checks that the API server is usable, starts the informers and the
@@ -63,19 +72,50 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	kubeFactory, bookFactory := controller.NewInformerFactories(kubeClient, bookClient, cfg.Namespace, cfg.ResyncPeriod)
-	c, err := controller.New(kubeClient, bookClient,
-		bookFactory.Webapp().V1().Books(), kubeFactory.Core().V1().ConfigMaps(),
+	bookInformer := bookFactory.Webapp().V1().Books()
+	c, err := controller.New(kubeClient, bookClient, bookInformer, kubeFactory.Core().V1().ConfigMaps(),
 		recorder, cfg.Controller)
 	if err != nil {
 		return err
 	}
+
+	le := cfg.LeaderElection
+	var watchdog *leaderelection.HealthzAdaptor
+	if le.Enabled {
+		le = withLeaderElectionDefaults(le)
+		// A leader that has not renewed for this long past its lease is
+		// stuck; /healthz fails so the kubelet restarts it.
+		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	}
+	own := newManagerMetrics(le, bookInformer.Lister())
+	metricsServer, err := listen("--metrics-bind-address", cfg.MetricsAddr, metrics.Handler(own.registry))
+	if err != nil {
+		return err
+	}
+	probeServer, err := listen("--health-probe-bind-address", cfg.ProbeAddr, probeHandler(c.HasSynced, watchdog))
+	if err != nil {
+		return err
+	}
+	// The endpoints stay up through the drain and stop when Run returns.
+	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
+	metricsServer.serve(serveCtx)
+	probeServer.serve(serveCtx)
+
+	// Informers start before leadership is decided, so a standby replica
+	// has warm caches the moment it takes over.
 	kubeFactory.Start(ctx.Done())
 	bookFactory.Start(ctx.Done())
 	defer kubeFactory.Shutdown()
 	defer bookFactory.Shutdown()
 
-	logger.Info("Starting Book controller", "namespace", namespaceOrAll(cfg.Namespace), "workers", cfg.Workers)
-	return c.Run(ctx, cfg.Workers)
+	logger.Info("Starting Book controller", "namespace", namespaceOrAll(cfg.Namespace), "workers", cfg.Workers,
+		"leaderElection", le.Enabled)
+	if !le.Enabled {
+		own.leader.Set(1)
+		return c.Run(ctx, cfg.Workers)
+	}
+	return runLeading(ctx, le, kubeClient, c, cfg.Workers, own.leader, watchdog)
 }
 
 // coreTypesConfig returns a copy of cfg that talks protobuf, which built-in

@@ -38,7 +38,9 @@ func TestBinary(t *testing.T) {
 
 	t.Run("reconciles and exits 0 on SIGTERM", func(t *testing.T) {
 		ns := env.Namespace(t)
-		cmd := exec.Command(binary, "-kubeconfig", kubeconfig, "--namespace", ns)
+		metricsAddr, probeAddr := framework.FreeAddr(t), framework.FreeAddr(t)
+		cmd := exec.Command(binary, "-kubeconfig", kubeconfig, "--namespace", ns,
+			"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
@@ -58,6 +60,14 @@ func TestBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 		env.WaitForReady(t, ns, "book-sample", metav1.ConditionTrue, "ConfigMapReady")
+		for _, path := range []string{"/healthz", "/readyz"} {
+			if code, _, err := framework.HTTPGet(probeAddr, path); err != nil || code != 200 {
+				t.Errorf("%s: code %d, err %v", path, code, err)
+			}
+		}
+		if v, err := framework.MetricValue(framework.Scrape(t, metricsAddr), "book_controller_reconcile_total", "result", "success"); err != nil || v < 1 {
+			t.Errorf("book_controller_reconcile_total{result=success} = %v (%v), want at least 1", v, err)
+		}
 
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)

@@ -31,7 +31,7 @@ func TestRestartOverConvergedBooksMakesNoWrites(t *testing.T) {
 	}
 
 	var counter framework.RequestCounter
-	env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 8, RESTConfig: counter.Wrap(env.RESTConfig())})
+	env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 8, RESTConfig: counter.Wrap(env.ControllerServiceAccountConfig(t))})
 	// Synced and idle: the initial lists (and the preflight) are done, and
 	// the request count has stopped moving for a while, long enough for 200
 	// queued syncs to have run many times over.

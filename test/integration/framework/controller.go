@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -19,15 +20,21 @@ type ControllerOptions struct {
 	Namespace string
 	// Workers defaults to 4.
 	Workers int
-	// RESTConfig overrides the admin configuration (a counting transport,
-	// another user).
+	// RESTConfig overrides the controller's credentials. By default it runs
+	// as its own ServiceAccount, bound by the roles in manifests/, so every
+	// test also proves the roles grant enough.
 	RESTConfig *rest.Config
+	// LeaderElection is passed through to the manager.
+	LeaderElection manager.LeaderElection
+	// MetricsAddr and ProbeAddr are passed through; empty means off.
+	MetricsAddr, ProbeAddr string
 }
 
 // RunningController is a controller started by StartController.
 type RunningController struct {
 	cancel context.CancelFunc
-	done   chan error
+	exited chan struct{}
+	err    error
 }
 
 // StartController runs the manager in-process until Stop or the end of the
@@ -36,37 +43,46 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 	t.Helper()
 	cfg := opts.RESTConfig
 	if cfg == nil {
-		cfg = e.RESTConfig()
+		cfg = e.ControllerServiceAccountConfig(t)
 	}
 	if opts.Workers == 0 {
 		opts.Workers = 4
 	}
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	rc := &RunningController{cancel: cancel, done: make(chan error, 1)}
+	rc := &RunningController{cancel: cancel, exited: make(chan struct{})}
 	mc := manager.Config{
-		RESTConfig:   cfg,
-		Namespace:    opts.Namespace,
-		Workers:      opts.Workers,
-		ResyncPeriod: 0,
+		RESTConfig:     cfg,
+		Namespace:      opts.Namespace,
+		Workers:        opts.Workers,
+		ResyncPeriod:   0,
+		LeaderElection: opts.LeaderElection,
+		MetricsAddr:    opts.MetricsAddr,
+		ProbeAddr:      opts.ProbeAddr,
 	}
 	mc.Controller.ConflictRecheck = time.Second
-	go func() { rc.done <- manager.Run(ctx, mc) }()
+	go func() {
+		defer close(rc.exited)
+		rc.err = manager.Run(ctx, mc)
+	}()
 	t.Cleanup(func() {
-		if err := rc.Stop(); err != nil {
+		if err := rc.Stop(); err != nil && !errors.Is(err, manager.ErrLeaderElectionLost) {
 			t.Errorf("controller exited with error: %v", err)
 		}
 	})
 	return rc
 }
 
-// Stop cancels the controller and waits until it has drained and returned.
-// It is safe to call more than once.
+// Exited is closed when the controller's Run has returned.
+func (rc *RunningController) Exited() <-chan struct{} { return rc.exited }
+
+// Err is what Run returned; valid after Exited is closed.
+func (rc *RunningController) Err() error { return rc.err }
+
+// Stop cancels the controller and waits until it has drained and returned,
+// and returns Run's error. It is safe to call more than once.
 func (rc *RunningController) Stop() error {
 	rc.cancel()
-	err, ok := <-rc.done
-	if ok {
-		close(rc.done)
-	}
-	return err
+	<-rc.exited
+	return rc.err
 }

@@ -1,0 +1,84 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"ydzs.io/book-controller/test/integration/framework"
+)
+
+// TestMetricsAndProbes scrapes /metrics and parses it, the way Prometheus
+// does, and checks the probes' answers.
+func TestMetricsAndProbes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	metricsAddr, probeAddr := framework.FreeAddr(t), framework.FreeAddr(t)
+	env.StartController(t, framework.ControllerOptions{Namespace: ns, MetricsAddr: metricsAddr, ProbeAddr: probeAddr})
+
+	framework.Eventually(t, "/readyz to answer 200 once caches sync", func(context.Context) (bool, error) {
+		code, _, err := framework.HTTPGet(probeAddr, "/readyz")
+		return err == nil && code == http.StatusOK, nil
+	})
+	if code, _, err := framework.HTTPGet(probeAddr, "/healthz"); err != nil || code != http.StatusOK {
+		t.Fatalf("/healthz: code %d, err %v", code, err)
+	}
+
+	before := framework.Scrape(t, metricsAddr)
+	for _, name := range []string{
+		"workqueue_depth", "workqueue_adds_total", "workqueue_queue_duration_seconds",
+		"workqueue_work_duration_seconds", "workqueue_unfinished_work_seconds",
+		"workqueue_longest_running_processor_seconds", "workqueue_retries_total",
+		"book_controller_reconcile_total", "book_controller_reconcile_errors_total",
+		"book_controller_reconcile_panics_total", "book_controller_reconcile_time_seconds",
+		"book_controller_active_workers", "rest_client_requests_total",
+		"rest_client_request_duration_seconds", "leader_election_master_status",
+		"book_controller_cached_books", "go_goroutines", "process_resident_memory_bytes",
+	} {
+		if _, ok := before[name]; !ok {
+			t.Errorf("metric %s is not exported", name)
+		}
+	}
+
+	const n = 3
+	for i := range n {
+		name := fmt.Sprintf("m-%d", i)
+		if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, name, "t", 1), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		env.WaitForReady(t, ns, name, metav1.ConditionTrue, "ConfigMapReady")
+	}
+	after := framework.Scrape(t, metricsAddr)
+
+	// Counters are process-wide (other tests' controllers add to them), so
+	// only "moved by at least our work" is certain.
+	moved := func(name string, atLeast float64, labels ...string) {
+		t.Helper()
+		b, _ := framework.MetricValue(before, name, labels...)
+		a, err := framework.MetricValue(after, name, labels...)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if a-b < atLeast {
+			t.Errorf("%s%v moved by %v, want at least %v", name, labels, a-b, atLeast)
+		}
+	}
+	moved("book_controller_reconcile_total", n, "controller", "book", "result", "success")
+	moved("book_controller_reconcile_time_seconds", n, "controller", "book")
+	moved("workqueue_adds_total", n, "name", "book")
+	moved("workqueue_work_duration_seconds", n, "name", "book")
+	moved("rest_client_requests_total", 2*n, "method", "POST")
+	moved("rest_client_requests_total", n, "method", "PUT")
+
+	if v, _ := framework.MetricValue(after, "leader_election_master_status"); v != 1 {
+		t.Errorf("leader_election_master_status = %v without leader election, want 1", v)
+	}
+	if v, _ := framework.MetricValue(after, "book_controller_cached_books"); v != n {
+		t.Errorf("book_controller_cached_books = %v, want %d", v, n)
+	}
+}

@@ -1,0 +1,89 @@
+package framework
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago, for a metrics or probe endpoint.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// HTTPGet returns the status code and body of GET http://addr+path, or an
+// error if the endpoint can't be reached.
+func HTTPGet(addr, path string) (int, string, error) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + addr + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// Scrape fetches /metrics from addr and parses the Prometheus text format.
+func Scrape(t testing.TB, addr string) map[string]*dto.MetricFamily {
+	t.Helper()
+	code, body, err := HTTPGet(addr, "/metrics")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("GET /metrics: code %d, err %v", code, err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return families
+}
+
+// MetricValue sums the samples of a counter, gauge or histogram (its count)
+// whose labels include all of the given ones.
+func MetricValue(families map[string]*dto.MetricFamily, name string, labels ...string) (float64, error) {
+	mf, ok := families[name]
+	if !ok {
+		return 0, fmt.Errorf("metric %s not exported", name)
+	}
+	want := map[string]string{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		want[labels[i]] = labels[i+1]
+	}
+	sum := 0.0
+	for _, m := range mf.GetMetric() {
+		matched := 0
+		for _, lp := range m.GetLabel() {
+			if v, ok := want[lp.GetName()]; ok && v == lp.GetValue() {
+				matched++
+			}
+		}
+		if matched != len(want) {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			sum += m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			sum += m.GetGauge().GetValue()
+		case m.Histogram != nil:
+			sum += float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return sum, nil
+}
