@@ -1,0 +1,211 @@
+// Package controller is the controller-runtime twin of ydzs.io/book-controller/pkg/controller:
+// the same Book behaviour, written the way kubebuilder scaffolds a controller.
+// docs/controller-runtime.md in the repository compares the two piece by piece.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+)
+
+// The names below are part of the Book controller's contract (labels, data
+// keys, condition and event reasons). They are spelled out here rather than
+// imported from pkg/controller so that the parity test in
+// test/integration/parity catches any drift between the two implementations.
+const (
+	// ManagedByLabel and ManagedByValue mark the ConfigMaps a Book owns.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "book-controller"
+	// BookLabel names the Book a ConfigMap belongs to.
+	BookLabel = webappv1.GroupName + "/book"
+
+	// TitleKey and PriceKey are the ConfigMap data keys; the price is decimal.
+	TitleKey = "title"
+	PriceKey = "price"
+
+	// ConditionReady is the Book's only condition type.
+	ConditionReady = "Ready"
+	// ReasonConfigMapReady and ReasonConfigMapConflict are its reasons.
+	ReasonConfigMapReady    = "ConfigMapReady"
+	ReasonConfigMapConflict = "ConfigMapConflict"
+
+	// Event reasons.
+	EventConfigMapCreated  = "ConfigMapCreated"
+	EventConfigMapUpdated  = "ConfigMapUpdated"
+	EventConfigMapConflict = ReasonConfigMapConflict
+
+	// ReportingController is the events.k8s.io reportingController; pass it
+	// to mgr.GetEventRecorder.
+	ReportingController = "webapp.ydzs.io/book-controller"
+
+	// DefaultConflictRecheck is how often a Book whose ConfigMap name is taken
+	// by somebody else's ConfigMap is looked at again.
+	DefaultConflictRecheck = 30 * time.Second
+)
+
+// errNotControlled stops CreateOrUpdate before it modifies a ConfigMap the
+// Book does not control.
+var errNotControlled = errors.New("ConfigMap is not controlled by this Book")
+
+// BookReconciler reconciles a Book object.
+type BookReconciler struct {
+	client.Client
+	Scheme   *runtime.Scheme
+	Recorder events.EventRecorder
+
+	// ConflictRecheck is the RequeueAfter of a Book in conflict; zero means
+	// DefaultConflictRecheck.
+	ConflictRecheck time.Duration
+}
+
+// +kubebuilder:rbac:groups=webapp.ydzs.io,resources=books,verbs=get;list;watch
+// +kubebuilder:rbac:groups=webapp.ydzs.io,resources=books/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile makes a Book's ConfigMap hold its spec and reports the outcome in
+// the Book's status.
+func (r *BookReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+
+	book := &webappv1.Book{}
+	if err := r.Get(ctx, req.NamespacedName, book); err != nil {
+		// A deleted Book needs nothing from us: the garbage collector removes
+		// its ConfigMap through the owner reference.
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !book.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+
+	ready, result, err := r.reconcileConfigMap(ctx, book)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.updateStatus(ctx, book, ready); err != nil {
+		return ctrl.Result{}, err
+	}
+	log.V(1).Info("Reconciled", "reason", ready.Reason)
+	return result, nil
+}
+
+// reconcileConfigMap creates or repairs the Book's ConfigMap and returns the
+// Ready condition that results. A ConfigMap of the same name that the Book
+// does not control is left alone and looked at again after ConflictRecheck.
+func (r *BookReconciler) reconcileConfigMap(ctx context.Context, book *webappv1.Book) (metav1.Condition, ctrl.Result, error) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: book.Name, Namespace: book.Namespace}}
+	op, err := controllerutil.CreateOrUpdate(ctx, r.Client, cm, func() error {
+		if !cm.CreationTimestamp.IsZero() && !metav1.IsControlledBy(cm, book) {
+			return errNotControlled
+		}
+		if cm.DeletionTimestamp != nil {
+			// Its delete event brings us back to recreate it.
+			return fmt.Errorf("ConfigMap %s/%s is being deleted; will recreate it", cm.Namespace, cm.Name)
+		}
+		if cm.Labels == nil {
+			cm.Labels = map[string]string{}
+		}
+		cm.Labels[ManagedByLabel] = ManagedByValue
+		cm.Labels[BookLabel] = book.Name
+		cm.Data = map[string]string{
+			TitleKey: book.Spec.Title,
+			PriceKey: strconv.FormatInt(int64(book.Spec.Price), 10),
+		}
+		cm.BinaryData = nil
+		return controllerutil.SetControllerReference(book, cm, r.Scheme)
+	})
+	switch {
+	case errors.Is(err, errNotControlled):
+		recheck := r.ConflictRecheck
+		if recheck <= 0 {
+			recheck = DefaultConflictRecheck
+		}
+		return conflictCondition(book), ctrl.Result{RequeueAfter: recheck}, nil
+	case err != nil:
+		return metav1.Condition{}, ctrl.Result{}, err
+	}
+
+	switch op {
+	case controllerutil.OperationResultCreated:
+		r.Recorder.Eventf(book, cm, corev1.EventTypeNormal, EventConfigMapCreated, "Create",
+			"Created ConfigMap %s", cm.Name)
+	case controllerutil.OperationResultUpdated:
+		r.Recorder.Eventf(book, cm, corev1.EventTypeNormal, EventConfigMapUpdated, "Update",
+			"Updated ConfigMap %s to match the spec", cm.Name)
+	}
+	return readyCondition(book), ctrl.Result{}, nil
+}
+
+// updateStatus writes the Book's status when it changed, and warns once when
+// the Book enters a conflict (not on every recheck while it lasts).
+func (r *BookReconciler) updateStatus(ctx context.Context, book *webappv1.Book, ready metav1.Condition) error {
+	prev := meta.FindStatusCondition(book.Status.Conditions, ConditionReady)
+	wasConflict := prev != nil && prev.Reason == ReasonConfigMapConflict
+
+	status := book.Status.DeepCopy()
+	status.ObservedGeneration = book.Generation
+	status.ConfigMapName = book.Name
+	// The API server keeps seconds; rounding keeps an unchanged status equal
+	// to what the cache returns, so nothing is written.
+	ready.LastTransitionTime = metav1.Now().Rfc3339Copy()
+	meta.SetStatusCondition(&status.Conditions, ready)
+	if equality.Semantic.DeepEqual(book.Status, *status) {
+		return nil
+	}
+
+	book.Status = *status
+	if err := r.Status().Update(ctx, book); err != nil {
+		return err
+	}
+	if ready.Reason == ReasonConfigMapConflict && !wasConflict {
+		r.Recorder.Eventf(book, nil, corev1.EventTypeWarning, EventConfigMapConflict, "Sync", "%s", ready.Message)
+	}
+	return nil
+}
+
+func readyCondition(book *webappv1.Book) metav1.Condition {
+	return metav1.Condition{
+		Type:               ConditionReady,
+		Status:             metav1.ConditionTrue,
+		Reason:             ReasonConfigMapReady,
+		Message:            fmt.Sprintf("ConfigMap %s holds the current spec", book.Name),
+		ObservedGeneration: book.Generation,
+	}
+}
+
+func conflictCondition(book *webappv1.Book) metav1.Condition {
+	return metav1.Condition{
+		Type:   ConditionReady,
+		Status: metav1.ConditionFalse,
+		Reason: ReasonConfigMapConflict,
+		Message: fmt.Sprintf("ConfigMap %s exists and is not controlled by this Book; "+
+			"delete or rename it to let the controller create its own", book.Name),
+		ObservedGeneration: book.Generation,
+	}
+}
+
+// SetupWithManager sets up the controller with the Manager: Books are
+// reconciled, and events on the ConfigMaps they control enqueue their Book.
+func (r *BookReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&webappv1.Book{}).
+		Owns(&corev1.ConfigMap{}).
+		Named("book").
+		Complete(r)
+}

@@ -1,0 +1,689 @@
+package parity_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"ydzs.io/book-controller/test/integration/framework"
+)
+
+const (
+	managedByLabel = "app.kubernetes.io/managed-by"
+	bookLabel      = "webapp.ydzs.io/book"
+	crdHint        = "kubectl apply -f manifests/crd.yaml"
+)
+
+// impl is one of the two controllers under comparison.
+type impl struct {
+	name string
+	bin  string
+	// args are the flags for a run restricted to ns ("" for all), serving
+	// health probes and metrics on the given addresses ("0": off).
+	args func(ns string, a addrs) []string
+	// probes and metrics say whether the binary serves /healthz and
+	// /readyz, and Prometheus metrics with rest_client_requests_total.
+	probes, metrics bool
+}
+
+// addrs are where a controller serves its endpoints.
+type addrs struct{ probe, metrics string }
+
+var off = addrs{probe: "0", metrics: "0"}
+
+func impls(t *testing.T) []impl {
+	kubeconfig := env.Cluster.KubeconfigPath()
+	// Both default to a 30 s recheck of a Book in conflict. When both accept
+	// --conflict-recheck, use a shorter one to keep the test quick; never
+	// give the two different values.
+	var recheck []string
+	if supportsFlag(t, ours, "conflict-recheck") && supportsFlag(t, twin, "conflict-recheck") {
+		recheck = []string{"--conflict-recheck", "2s"}
+	}
+	// Both serve probes on :8081 by default (kubebuilder's port), which
+	// concurrent runs can't share, so each run gets free ports.
+	oursProbes := supportsFlag(t, ours, "health-probe-bind-address")
+	oursMetrics := supportsFlag(t, ours, "metrics-bind-address")
+	return []impl{
+		{
+			name: "book-controller",
+			bin:  ours,
+			args: func(ns string, a addrs) []string {
+				args := []string{"--kubeconfig", kubeconfig, "--namespace", ns, "--workers", "2"}
+				if oursProbes {
+					args = append(args, "--health-probe-bind-address", a.probe)
+				}
+				if oursMetrics {
+					args = append(args, "--metrics-bind-address", a.metrics)
+				}
+				return append(args, recheck...)
+			},
+			probes:  oursProbes,
+			metrics: oursMetrics,
+		},
+		{
+			name: "controller-runtime",
+			bin:  twin,
+			args: func(ns string, a addrs) []string {
+				// Plain HTTP metrics, so the test can scrape without a token.
+				return append([]string{"--kubeconfig", kubeconfig, "--namespace", ns, "--max-concurrent-reconciles", "2",
+					"--health-probe-bind-address", a.probe, "--metrics-bind-address", a.metrics, "--metrics-secure=false"},
+					recheck...)
+			},
+			probes:  true,
+			metrics: true,
+		},
+	}
+}
+
+// TestParity first starts both binaries on a cluster without the Book CRD,
+// then installs it and runs the same scenarios against each controller in
+// a namespace of its own, concurrently, and compares the final states.
+func TestParity(t *testing.T) {
+	all := impls(t)
+
+	t.Run("CRD missing", func(t *testing.T) {
+		for _, im := range all {
+			t.Run(im.name, func(t *testing.T) {
+				out, code := runToExit(t, im.bin, im.args("", off)...)
+				if code == 0 {
+					t.Fatalf("exit code 0 without the CRD, want non-zero; output:\n%s", out)
+				}
+				for _, want := range []string{"is not installed", crdHint} {
+					if !strings.Contains(out, want) {
+						t.Errorf("output does not mention %q:\n%s", want, out)
+					}
+				}
+				t.Logf("exit code %d, %d line(s) of output; first: %s", code, strings.Count(strings.TrimSpace(out), "\n")+1, firstLine(out, "not installed"))
+			})
+		}
+	})
+
+	installCRD(t)
+
+	var mu sync.Mutex
+	states := map[string]map[string]bookState{}
+	t.Run("scenarios", func(t *testing.T) {
+		for _, im := range all {
+			t.Run(im.name, func(t *testing.T) {
+				t.Parallel()
+				s := scenarios(t, im)
+				mu.Lock()
+				states[im.name] = s
+				mu.Unlock()
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("final states match", func(t *testing.T) {
+		a, b := states[all[0].name], states[all[1].name]
+		for _, name := range slices.Sorted(maps.Keys(a)) {
+			ja, jb := mustJSON(a[name]), mustJSON(b[name])
+			if ja != jb {
+				t.Errorf("Book %s differs\n%s:\n%s\n%s:\n%s", name, all[0].name, ja, all[1].name, jb)
+			} else {
+				t.Logf("Book %s: identical\n%s", name, ja)
+			}
+		}
+		if len(a) != len(b) {
+			t.Errorf("different Books: %v vs %v", slices.Sorted(maps.Keys(a)), slices.Sorted(maps.Keys(b)))
+		}
+	})
+}
+
+// scenarios drives one controller through create, spec update, repair,
+// conflict and garbage collection, and returns the state of every Book
+// before the last one's deletion.
+func scenarios(t *testing.T, im impl) map[string]bookState {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	proc := startController(t, im, ns)
+	books := env.Books.WebappV1().Books(ns)
+	cms := env.Kube.CoreV1().ConfigMaps(ns)
+
+	holds := func(title string, price int32) func(*corev1.ConfigMap) bool {
+		return func(cm *corev1.ConfigMap) bool {
+			return len(cm.Data) == 2 && cm.Data["title"] == title && cm.Data["price"] == fmt.Sprint(price) &&
+				len(cm.BinaryData) == 0 &&
+				cm.Labels[managedByLabel] == "book-controller" && cm.Labels[bookLabel] == cm.Name
+		}
+	}
+
+	// Create → Ready, ConfigMap, ConfigMapCreated.
+	if _, err := books.Create(ctx, framework.NewBook(ns, "book-a", "kubernetes", 100), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForReady(t, ns, "book-a", metav1.ConditionTrue, "ConfigMapReady")
+	env.WaitForConfigMap(t, ns, "book-a", "to hold the spec", holds("kubernetes", 100))
+	env.WaitForEvent(t, ns, "book-a", corev1.EventTypeNormal, "ConfigMapCreated")
+
+	// Spec update → generation 2 observed, ConfigMap updated.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		b, err := books.Get(ctx, "book-a", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		b.Spec.Title, b.Spec.Price = "kubernetes in action", 120
+		_, err = books.Update(ctx, b, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b := env.WaitForReady(t, ns, "book-a", metav1.ConditionTrue, "ConfigMapReady")
+	if b.Generation != 2 || b.Status.ObservedGeneration != 2 {
+		t.Errorf("after one spec update: generation %d, observedGeneration %d, want 2 and 2", b.Generation, b.Status.ObservedGeneration)
+	}
+	env.WaitForConfigMap(t, ns, "book-a", "to hold the updated spec", holds("kubernetes in action", 120))
+	env.WaitForEvent(t, ns, "book-a", corev1.EventTypeNormal, "ConfigMapUpdated")
+
+	// ConfigMap edited → restored, with a label someone else added kept.
+	updateConfigMap(t, ns, "book-a", func(cm *corev1.ConfigMap) {
+		cm.Data = map[string]string{"title": "vandalised", "extra": "x"}
+		cm.Labels["team"] = "someone-else"
+	})
+	cm := env.WaitForConfigMap(t, ns, "book-a", "restored after an edit", holds("kubernetes in action", 120))
+	if cm.Labels["team"] != "someone-else" {
+		t.Errorf("a label added by someone else was removed: %v", cm.Labels)
+	}
+
+	// Labels stripped (it leaves a label-filtered cache) → restored.
+	updateConfigMap(t, ns, "book-a", func(cm *corev1.ConfigMap) {
+		cm.Labels = nil
+		cm.Data["price"] = "8"
+	})
+	env.WaitForConfigMap(t, ns, "book-a", "restored after its labels were removed", holds("kubernetes in action", 120))
+
+	// Deleted → recreated.
+	old, err := cms.Get(ctx, "book-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.Delete(ctx, "book-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForConfigMap(t, ns, "book-a", "recreated after deletion", func(cm *corev1.ConfigMap) bool {
+		return cm.UID != old.UID && holds("kubernetes in action", 120)(cm)
+	})
+
+	// A foreign ConfigMap takes the name → left alone, Ready=False
+	// ConfigMapConflict, one Warning; once it is deleted the Book converges.
+	foreign, err := cms.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "book-b", Namespace: ns, Labels: map[string]string{"owner": "someone-else"}},
+		Data:       map[string]string{"title": "not yours", "config": "important"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := books.Create(ctx, framework.NewBook(ns, "book-b", "mine", 3), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForReady(t, ns, "book-b", metav1.ConditionFalse, "ConfigMapConflict")
+	env.WaitForEvent(t, ns, "book-b", corev1.EventTypeWarning, "ConfigMapConflict")
+	// Let a few syncs (resyncs of the Book after its own status write) pass.
+	time.Sleep(2 * time.Second)
+	after, err := cms.Get(ctx, "book-b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != foreign.ResourceVersion || !maps.Equal(after.Data, foreign.Data) ||
+		!maps.Equal(after.Labels, foreign.Labels) || len(after.OwnerReferences) != 0 {
+		t.Errorf("foreign ConfigMap was modified:\nbefore %+v\nafter  %+v", foreign, after)
+	}
+	freed := time.Now()
+	if err := cms.Delete(ctx, "book-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForReady(t, ns, "book-b", metav1.ConditionTrue, "ConfigMapReady")
+	t.Logf("Book converged %v after the foreign ConfigMap was deleted", time.Since(freed).Round(100*time.Millisecond))
+	env.WaitForConfigMap(t, ns, "book-b", "to be the Book's", holds("mine", 3))
+	env.WaitForEvent(t, ns, "book-b", corev1.EventTypeNormal, "ConfigMapCreated")
+	if n := countEvents(t, ns, "book-b", corev1.EventTypeWarning, "ConfigMapConflict"); n != 1 {
+		t.Errorf("%d ConfigMapConflict warnings for one conflict episode, want 1", n)
+	}
+
+	// Give the event sink a moment, then record the state.
+	time.Sleep(time.Second)
+	state := map[string]bookState{}
+	for _, name := range []string{"book-a", "book-b"} {
+		state[name] = snapshot(t, ns, name)
+	}
+
+	// Restart over converged Books → no writes: the new process lists
+	// everything, reconciles everything, and changes nothing. Where the
+	// binary exports client-go's request counter, not even a no-op write may
+	// be sent; otherwise no object's resourceVersion may move.
+	if im.probes {
+		checkProbes(t, proc.addrs.probe)
+	}
+	if err := proc.stop(); err != nil {
+		t.Errorf("%s after SIGTERM: %v", im.name, err)
+	}
+	before := resourceVersions(t, ns)
+	proc = startController(t, im, ns)
+	if im.probes {
+		framework.Eventually(t, im.name+" to be ready after a restart", func(context.Context) (bool, error) {
+			return probe(proc.addrs.probe+"/readyz") == http.StatusOK, nil
+		})
+	}
+	// Ample for the initial lists and two Books' reconciles on loopback.
+	time.Sleep(5 * time.Second)
+	if after := resourceVersions(t, ns); !maps.Equal(before, after) {
+		t.Errorf("a restart over converged Books wrote to the cluster:\nbefore %v\nafter  %v", before, after)
+	}
+	if im.metrics {
+		reqs := requestsByMethod(t, proc.addrs.metrics)
+		t.Logf("API requests after a restart over converged Books: %v", reqs)
+		if w := reqs["POST"] + reqs["PUT"] + reqs["PATCH"] + reqs["DELETE"]; w != 0 {
+			t.Errorf("%v write requests after a restart over converged Books, want 0 (%v)", w, reqs)
+		}
+	}
+
+	// Book deleted → its ConfigMap is garbage-collected.
+	if err := books.Delete(ctx, "book-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForConfigMapGone(t, ns, "book-a")
+
+	if im.probes {
+		checkProbes(t, proc.addrs.probe)
+	}
+	if err := proc.stop(); err != nil {
+		t.Errorf("%s after SIGTERM: %v", im.name, err)
+	}
+	return state
+}
+
+// resourceVersions maps every Book, ConfigMap and Event in ns to its
+// resourceVersion (an Event's series count is part of its object).
+func resourceVersions(t *testing.T, ns string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	rvs := map[string]string{}
+	books, err := env.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range books.Items {
+		rvs["book/"+b.Name] = b.ResourceVersion
+	}
+	cms, err := env.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range cms.Items {
+		if cm.Name != "kube-root-ca.crt" {
+			rvs["configmap/"+cm.Name] = cm.ResourceVersion
+		}
+	}
+	evs, err := env.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs.Items {
+		rvs["event/"+ev.Name] = ev.ResourceVersion
+	}
+	return rvs
+}
+
+// requestsByMethod scrapes rest_client_requests_total from a metrics
+// endpoint and sums it by HTTP method.
+func requestsByMethod(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scraping metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scraping metrics: %d %v", resp.StatusCode, err)
+	}
+	out := map[string]float64{}
+	for line := range strings.Lines(string(body)) {
+		if !strings.HasPrefix(line, "rest_client_requests_total{") {
+			continue
+		}
+		m := methodLabel.FindStringSubmatch(line)
+		fields := strings.Fields(line)
+		if m == nil || len(fields) < 2 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			t.Fatalf("parsing %q: %v", line, err)
+		}
+		out[m[1]] += v
+	}
+	if len(out) == 0 {
+		t.Fatalf("no rest_client_requests_total samples at %s/metrics", addr)
+	}
+	return out
+}
+
+var methodLabel = regexp.MustCompile(`method="([A-Z]+)"`)
+
+func checkProbes(t *testing.T, addr string) {
+	t.Helper()
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code := probe(addr + path); code != http.StatusOK {
+			t.Errorf("GET %s%s: %d, want 200", addr, path, code)
+		}
+	}
+}
+
+// bookState is what the comparison looks at, stripped of anything that
+// legitimately differs between runs (UIDs, times, resourceVersions).
+type bookState struct {
+	Status    statusState
+	ConfigMap *cmState
+	// Events are "Type Reason: note" of the events.k8s.io Events about the Book.
+	Events []string
+}
+
+type statusState struct {
+	ObservedGeneration int64
+	ConfigMapName      string
+	Conditions         []conditionState
+}
+
+type conditionState struct {
+	Type, Status, Reason, Message string
+	ObservedGeneration            int64
+}
+
+type cmState struct {
+	Data   map[string]string
+	Labels map[string]string
+	Owners []ownerState
+}
+
+type ownerState struct {
+	APIVersion, Kind, Name         string
+	UIDIsBooks                     bool
+	Controller, BlockOwnerDeletion bool
+}
+
+func snapshot(t *testing.T, ns, name string) bookState {
+	t.Helper()
+	ctx := context.Background()
+	book, err := env.Books.WebappV1().Books(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := bookState{Status: statusState{
+		ObservedGeneration: book.Status.ObservedGeneration,
+		ConfigMapName:      book.Status.ConfigMapName,
+	}}
+	for _, c := range book.Status.Conditions {
+		s.Status.Conditions = append(s.Status.Conditions, conditionState{
+			Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message, ObservedGeneration: c.ObservedGeneration,
+		})
+	}
+	if cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		s.ConfigMap = &cmState{Data: cm.Data, Labels: cm.Labels}
+		for _, ref := range cm.OwnerReferences {
+			s.ConfigMap.Owners = append(s.ConfigMap.Owners, ownerState{
+				APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UIDIsBooks: ref.UID == book.UID,
+				Controller: ref.Controller != nil && *ref.Controller, BlockOwnerDeletion: ref.BlockOwnerDeletion != nil && *ref.BlockOwnerDeletion,
+			})
+		}
+	}
+	seen := map[string]bool{}
+	for _, ev := range bookEvents(t, ns, name) {
+		seen[fmt.Sprintf("%s %s: %s", ev.Type, ev.Reason, ev.Note)] = true
+	}
+	s.Events = slices.Sorted(maps.Keys(seen))
+	// The reporting controller is part of what users filter on.
+	for _, ev := range bookEvents(t, ns, name) {
+		if ev.ReportingController != "webapp.ydzs.io/book-controller" {
+			t.Errorf("event %s about Book %s reported by %q, want webapp.ydzs.io/book-controller", ev.Reason, name, ev.ReportingController)
+		}
+	}
+	if c := meta.FindStatusCondition(book.Status.Conditions, "Ready"); c == nil {
+		t.Errorf("Book %s has no Ready condition", name)
+	}
+	return s
+}
+
+func bookEvents(t *testing.T, ns, name string) []eventSummary {
+	t.Helper()
+	list, err := env.Kube.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []eventSummary
+	for _, ev := range list.Items {
+		if ev.Regarding.Kind != "Book" || ev.Regarding.Name != name {
+			continue
+		}
+		n := int32(1)
+		if ev.Series != nil {
+			n = ev.Series.Count
+		}
+		out = append(out, eventSummary{Type: ev.Type, Reason: ev.Reason, Note: ev.Note, Count: n, ReportingController: ev.ReportingController})
+	}
+	return out
+}
+
+type eventSummary struct {
+	Type, Reason, Note, ReportingController string
+	Count                                   int32
+}
+
+// countEvents counts occurrences (series included) of one kind of event.
+func countEvents(t *testing.T, ns, name, eventType, reason string) int {
+	t.Helper()
+	n := 0
+	for _, ev := range bookEvents(t, ns, name) {
+		if ev.Type == eventType && ev.Reason == reason {
+			n += int(ev.Count)
+		}
+	}
+	return n
+}
+
+func updateConfigMap(t *testing.T, ns, name string, mutate func(*corev1.ConfigMap)) {
+	t.Helper()
+	cms := env.Kube.CoreV1().ConfigMaps(ns)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := cms.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cm.Labels == nil {
+			cm.Labels = map[string]string{}
+		}
+		mutate(cm)
+		_, err = cms.Update(context.Background(), cm, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// installCRD installs the Book CRD and restarts kube-controller-manager, whose
+// garbage collector would otherwise notice the new resource only within 30 s.
+func installCRD(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := framework.InstallCRD(ctx, env.Extensions); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Cluster.KillControllerManager(); err != nil {
+		t.Fatalf("restarting kube-controller-manager: %v", err)
+	}
+	if err := env.Cluster.StartControllerManager(ctx); err != nil {
+		t.Fatalf("restarting kube-controller-manager: %v", err)
+	}
+}
+
+// running is a controller process started by startController.
+type running struct {
+	cmd   *exec.Cmd
+	done  chan error
+	out   *syncBuffer
+	addrs addrs
+	once  sync.Once
+	err   error
+}
+
+// startController runs the binary restricted to ns until stop or the end of
+// the test; its output is logged when the test fails or BOOK_PARITY_LOG is set.
+func startController(t *testing.T, im impl, ns string) *running {
+	t.Helper()
+	r := &running{out: &syncBuffer{}, done: make(chan error, 1), addrs: off}
+	if im.probes {
+		r.addrs.probe = freeAddr(t)
+	}
+	if im.metrics {
+		r.addrs.metrics = freeAddr(t)
+	}
+	r.cmd = exec.Command(im.bin, im.args(ns, r.addrs)...)
+	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.done <- r.cmd.Wait() }()
+	t.Cleanup(func() {
+		select {
+		case <-r.done:
+		default:
+			_ = r.cmd.Process.Kill()
+			<-r.done
+		}
+		if t.Failed() || os.Getenv("BOOK_PARITY_LOG") != "" {
+			t.Logf("%s output:\n%s", im.name, r.out.String())
+		}
+	})
+	return r
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (r *running) stop() error {
+	r.once.Do(func() {
+		if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			r.err = err
+			return
+		}
+		select {
+		case err := <-r.done:
+			r.err = err
+			r.done <- err // for the cleanup
+		case <-time.After(30 * time.Second):
+			r.err = fmt.Errorf("still running 30s after SIGTERM")
+		}
+	})
+	return r.err
+}
+
+// runToExit runs a binary that is expected to exit by itself and returns its
+// combined output and exit code.
+func runToExit(t *testing.T, bin string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%s did not exit within a minute; output:\n%s", bin, out.String())
+	}
+	if exitErr, ok := err.(*exec.ExitError); ok {
+		return out.String(), exitErr.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), 0
+}
+
+// supportsFlag reports whether bin lists --name in its --help output.
+func supportsFlag(t *testing.T, bin, name string) bool {
+	t.Helper()
+	out, _ := exec.Command(bin, "--help").CombinedOutput()
+	return bytes.Contains(out, []byte("-"+name+" ")) || bytes.Contains(out, []byte("-"+name+"\n")) ||
+		bytes.Contains(out, []byte("-"+name+"="))
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// probe GETs http://addrPath and returns the status code, 0 if unreachable.
+func probe(addrPath string) int {
+	resp, err := http.Get("http://" + addrPath)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func firstLine(out, containing string) string {
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, containing) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
+
+func mustJSON(v any) string {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's stdout and stderr.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
