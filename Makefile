@@ -9,6 +9,14 @@ OUTPUT ?= _output
 BIN_DIR := $(OUTPUT)/bin
 # The local cluster's kubeconfig, used when KUBECONFIG is not set.
 LOCAL_KUBECONFIG := $(OUTPUT)/local-cluster/kubeconfig
+# The same controller written with controller-runtime, in a module of its own.
+TWIN_DIR := examples/controller-runtime
+# Container image for docker-build / deploy.
+IMG ?= book-controller:latest
+CONTAINER_TOOL ?= docker
+# What deploy applies: manifests/ (everything, CRD included) or
+# manifests/overlays/namespaced (one namespace, no cluster-wide rights).
+MANIFESTS ?= manifests
 # Flags for `go test` (e.g. TESTFLAGS=-v, TESTFLAGS='-run TestCreate').
 TESTFLAGS ?=
 # Without a KUBECONFIG, targets talk to the local cluster (make cluster-up).
@@ -31,9 +39,10 @@ generate: ## Regenerate deepcopy, clientset, listers, informers, apply configs a
 .PHONY: verify
 verify: ## Fail if generated code is stale, code is not gofmt'ed or go vet complains.
 	hack/verify-codegen.sh
-	@unformatted=$$(gofmt -l cmd pkg test hack 2>/dev/null); \
+	@unformatted=$$(gofmt -l cmd pkg test hack examples 2>/dev/null); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
+	cd $(TWIN_DIR) && go vet ./... && go mod tidy -diff
 
 .PHONY: build
 build: ## Build the controller binary into _output/bin/book-controller.
@@ -77,3 +86,35 @@ demo: ## The whole thing: cluster (unless $KUBECONFIG), CRD, controller, example
 .PHONY: demo-down
 demo-down: ## Stop what `make demo` started.
 	hack/demo.sh down
+
+##@ controller-runtime twin
+
+.PHONY: twin-build
+twin-build: ## Build the controller-runtime twin into _output/bin/book-controller-runtime.
+	cd $(TWIN_DIR) && CGO_ENABLED=0 go build -trimpath -o $(abspath $(BIN_DIR))/book-controller-runtime ./cmd
+
+.PHONY: twin-run
+twin-run: ## Run the controller-runtime twin against $KUBECONFIG (default: the local cluster).
+	cd $(TWIN_DIR) && go run ./cmd --kubeconfig "$(KUBECONFIG)" --health-probe-bind-address 0
+
+.PHONY: parity
+parity: tools ## Run this controller and the twin through the same scenarios and compare (part of make test).
+	go test -count=1 -timeout 10m $(TESTFLAGS) ./test/integration/parity/
+
+##@ Deployment
+
+.PHONY: docker-build
+docker-build: ## Build the controller image $(IMG) (needs a Docker engine).
+	$(CONTAINER_TOOL) build -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the controller image $(IMG).
+	$(CONTAINER_TOOL) push $(IMG)
+
+.PHONY: deploy
+deploy: ## Deploy $(MANIFESTS) running image $(IMG) to the cluster of $KUBECONFIG.
+	$(KUBECTL) kustomize $(MANIFESTS) | sed 's|image: book-controller:latest|image: $(IMG)|' | $(KUBECTL) apply -f -
+
+.PHONY: undeploy
+undeploy: ## Delete what deploy created; with manifests/ that includes the CRD and so every Book.
+	$(KUBECTL) kustomize $(MANIFESTS) | $(KUBECTL) delete --ignore-not-found -f -
