@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
@@ -18,6 +19,8 @@ const (
 	// ManagedByValue is the value of ManagedByLabel on our ConfigMaps.
 	ManagedByValue = "book-controller"
 	// BookLabel names the Book a ConfigMap belongs to, for `kubectl get -l`.
+	// A Book name may have up to 253 characters, a label value only 63: a
+	// ConfigMap of a Book with a longer name goes without this label.
 	BookLabel = webappv1.GroupName + "/book"
 
 	// TitleKey is the ConfigMap data key that holds spec.title.
@@ -35,14 +38,16 @@ var bookGVK = webappv1.SchemeGroupVersion.WithKind("Book")
 // namespace, the spec in its data, and a controller reference so the garbage
 // collector deletes it with the Book.
 func desiredConfigMap(book *webappv1.Book) *corev1.ConfigMap {
+	labels := map[string]string{ManagedByLabel: ManagedByValue}
+	if len(validation.IsValidLabelValue(book.Name)) == 0 {
+		// Otherwise the API server would reject the ConfigMap, forever.
+		labels[BookLabel] = book.Name
+	}
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      book.Name,
-			Namespace: book.Namespace,
-			Labels: map[string]string{
-				ManagedByLabel: ManagedByValue,
-				BookLabel:      book.Name,
-			},
+			Name:            book.Name,
+			Namespace:       book.Namespace,
+			Labels:          labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(book, bookGVK)},
 		},
 		Data: map[string]string{
