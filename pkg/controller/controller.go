@@ -80,6 +80,14 @@ type Controller struct {
 	conflictRecheck time.Duration
 	drainTimeout    time.Duration
 
+	// statusWrittenFrom maps a Book key to the resourceVersion its last
+	// status write started from, until the cache shows a newer one. While the
+	// cache still holds that version it lags our own write, and a sync (say,
+	// after the ConfigMap's add event) would compute the status again from
+	// stale data and get a 409; the watch event of the write requeues the key
+	// anyway. See syncBook.
+	statusWrittenFrom sync.Map // cache.ObjectName → string
+
 	// syncHandler reconciles one key. It is a field so tests can observe
 	// or replace it (to inject a panic, for instance).
 	syncHandler func(ctx context.Context, key cache.ObjectName) error

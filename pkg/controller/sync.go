@@ -24,6 +24,7 @@ const FieldManager = "book-controller"
 func (c *Controller) syncBook(ctx context.Context, key cache.ObjectName) error {
 	book, err := c.booksLister.Books(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
+		c.statusWrittenFrom.Delete(key)
 		// The garbage collector deletes the ConfigMap through its owner reference.
 		klog.FromContext(ctx).V(4).Info("Book is gone; nothing to do", "book", key)
 		return nil
@@ -34,10 +35,28 @@ func (c *Controller) syncBook(ctx context.Context, key cache.ObjectName) error {
 	if book.DeletionTimestamp != nil {
 		return nil
 	}
+	if from, ok := c.statusWrittenFrom.Load(key); ok {
+		if from == book.ResourceVersion {
+			// The cache has not caught up with the status we just wrote: any
+			// decision now would be made on stale data. The write's watch
+			// event brings the Book back with a newer resourceVersion.
+			klog.FromContext(ctx).V(4).Info("Cache behind our status write; waiting for its event", "book", key)
+			return nil
+		}
+		c.statusWrittenFrom.CompareAndDelete(key, from)
+	}
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "book", klog.KObj(book))
 	ctx = klog.NewContext(ctx, logger)
 
 	ready, err := c.syncConfigMap(ctx, book)
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		// The namespace is being deleted, and the Book with it: every create
+		// there is forbidden from now on, so a retry would only fail again.
+		// The Book's deletion event ends the matter (as in kube's
+		// ReplicaSet controller).
+		logger.V(4).Info("Namespace is terminating; not creating the ConfigMap")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -117,9 +136,13 @@ func (c *Controller) syncStatus(ctx context.Context, book *webappv1.Book, ready 
 	}
 	updated := book.DeepCopy()
 	updated.Status = status
-	if _, err := c.bookClient.WebappV1().Books(book.Namespace).UpdateStatus(ctx, updated,
-		metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+	written, err := c.bookClient.WebappV1().Books(book.Namespace).UpdateStatus(ctx, updated,
+		metav1.UpdateOptions{FieldManager: FieldManager})
+	if err != nil {
 		return fmt.Errorf("updating status of Book %s: %w", klog.KObj(book), err)
+	}
+	if book.ResourceVersion != "" && written.ResourceVersion != book.ResourceVersion {
+		c.statusWrittenFrom.Store(cache.MetaObjectToName(book), book.ResourceVersion)
 	}
 	klog.FromContext(ctx).V(2).Info("Updated status", "ready", ready.Status, "reason", ready.Reason)
 

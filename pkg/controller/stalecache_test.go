@@ -1,0 +1,73 @@
+package controller
+
+import (
+	"strconv"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	core "k8s.io/client-go/testing"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+)
+
+// bumpResourceVersionOnStatusWrites makes the fake Book client behave like
+// the API server: every status write gets a new resourceVersion.
+func bumpResourceVersionOnStatusWrites(f *fixture) {
+	rv := 100
+	f.bookClient.PrependReactor("update", "books", func(a core.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		rv++
+		book := a.(core.UpdateAction).GetObject().(*webappv1.Book).DeepCopy()
+		book.ResourceVersion = strconv.Itoa(rv)
+		gvr := webappv1.SchemeGroupVersion.WithResource("books")
+		if err := f.bookClient.Tracker().Update(gvr, book, book.Namespace); err != nil {
+			return true, nil, err
+		}
+		return true, book, nil
+	})
+}
+
+// TestSyncWaitsForCacheToCatchUpWithOwnStatusWrite: right after our status
+// write the cache still holds the Book it was computed from. A sync then
+// (the ConfigMap's add event usually comes first) must not act on that stale
+// copy, which would only earn a 409; once the cache shows the written
+// version, syncs proceed, and a real change is acted on.
+func TestSyncWaitsForCacheToCatchUpWithOwnStatusWrite(t *testing.T) {
+	book := newBook("demo", 1, "Title", 1)
+	book.ResourceVersion = "1"
+	f := newFixture(t, Options{}, book)
+	bumpResourceVersionOnStatusWrites(f)
+
+	f.mustSync("demo")
+	if n := len(f.statusWrites()); n != 1 {
+		t.Fatalf("status writes after the first sync: got %d, want 1", n)
+	}
+
+	// The ConfigMap's event arrives before the Book's: the cache has the
+	// ConfigMap but still the old Book.
+	f.feedBackConfigMap("demo")
+	f.clearActions()
+	f.mustSync("demo")
+	f.expectNoWrites()
+
+	// The Book's event arrives: the cache is current and converged.
+	f.feedBackBook("demo")
+	f.clearActions()
+	f.mustSync("demo")
+	f.expectNoWrites()
+
+	// A spec change after that is acted on as usual.
+	changed := f.getBook("demo")
+	changed.Generation, changed.Spec.Price, changed.ResourceVersion = 2, 2, "200"
+	f.addBookToLister(changed)
+	f.clearActions()
+	f.mustSync("demo")
+	if got := f.mustGetConfigMap("demo").Data[PriceKey]; got != "2" {
+		t.Errorf("ConfigMap price after a spec change: got %q, want 2", got)
+	}
+	if n := len(f.statusWrites()); n != 1 {
+		t.Errorf("status writes after a spec change: got %d, want 1", n)
+	}
+}
