@@ -118,3 +118,16 @@ deploy: ## Deploy $(MANIFESTS) running image $(IMG) to the cluster of $KUBECONFI
 .PHONY: undeploy
 undeploy: ## Delete what deploy created; with manifests/ that includes the CRD and so every Book.
 	$(KUBECTL) kustomize $(MANIFESTS) | $(KUBECTL) delete --ignore-not-found -f -
+
+##@ Benchmark
+
+# Books per phase and client concurrency for `make bench`; BENCH_FLAGS adds any
+# other flag (cd test/bench && go run . -h).
+N ?= 2000
+C ?= 16
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: tools ## Convergence vs the API ceiling and the controller-runtime twin (N=, C=); writes docs/bench/.
+	cd test/bench && go run . -n $(N) -c $(C) -out $(abspath docs/bench) \
+	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)

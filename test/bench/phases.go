@@ -1,0 +1,591 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	"ydzs.io/book-controller/pkg/controller"
+)
+
+func numCPU() int { return runtime.NumCPU() }
+
+var deleteOpts = metav1.DeleteOptions{}
+
+var nsSeq int
+
+func (e *env) namespace(ctx context.Context, phase string) (string, error) {
+	nsSeq++
+	ns := fmt.Sprintf("bench-%s-%d-%d", phase, nsSeq, time.Now().Unix()%100000)
+	_, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	return ns, err
+}
+
+// readyWatch records, client side, when each Book is first seen Ready=True,
+// from a watch on the namespace's Books.
+type readyWatch struct {
+	mu      sync.Mutex
+	readyAt map[string]time.Time
+	n       int
+	all     chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func isReady(b *webappv1.Book) bool {
+	c := meta.FindStatusCondition(b.Status.Conditions, controller.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+func (e *env) watchReady(ctx context.Context, ns string, n int) (*readyWatch, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &readyWatch{readyAt: map[string]time.Time{}, n: n, all: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+	client := e.books.WebappV1().Books(ns)
+	list := func() (string, error) {
+		l, err := client.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return "", err
+		}
+		for i := range l.Items {
+			w.observe(&l.Items[i])
+		}
+		return l.ResourceVersion, nil
+	}
+	rv, err := list()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			wi, err := client.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+				if rv, err = list(); err != nil {
+					time.Sleep(time.Second)
+				}
+				continue
+			}
+			expired := false
+			for ev := range wi.ResultChan() {
+				if ev.Type == watch.Error {
+					expired = true
+					break
+				}
+				if b, ok := ev.Object.(*webappv1.Book); ok {
+					rv = b.ResourceVersion
+					if ev.Type != watch.Bookmark {
+						w.observe(b)
+					}
+				}
+			}
+			wi.Stop()
+			if expired && ctx.Err() == nil {
+				if l, err := list(); err == nil {
+					rv = l
+				}
+			}
+		}
+	}()
+	return w, nil
+}
+
+func (w *readyWatch) observe(b *webappv1.Book) {
+	if !isReady(b) {
+		return
+	}
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, seen := w.readyAt[b.Name]; seen {
+		return
+	}
+	w.readyAt[b.Name] = now
+	if len(w.readyAt) == w.n {
+		close(w.all)
+	}
+}
+
+func (w *readyWatch) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.readyAt)
+}
+
+func (w *readyWatch) stop() {
+	w.cancel()
+	<-w.done
+}
+
+// wait blocks until all n Books are Ready or timeout passes.
+func (w *readyWatch) wait(ctx context.Context, timeout time.Duration) error {
+	select {
+	case <-w.all:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(timeout):
+		return fmt.Errorf("only %d of %d Books Ready after %s", w.count(), w.n, timeout)
+	}
+}
+
+func bookName(i int) string { return fmt.Sprintf("book-%05d", i) }
+
+func newBook(ns string, i int) *webappv1.Book {
+	return &webappv1.Book{
+		ObjectMeta: metav1.ObjectMeta{Name: bookName(i), Namespace: ns},
+		Spec:       webappv1.BookSpec{Title: "Book number " + strconv.Itoa(i), Price: int32(i % 1000)},
+	}
+}
+
+// createBooks creates n Books at concurrency c (optionally paced to r per
+// second) and returns when each Create returned, and the created objects.
+func (e *env) createBooks(ctx context.Context, ns string, n, c int, r float64) (map[string]time.Time, []*webappv1.Book, error) {
+	var lim *rate.Limiter
+	if r > 0 {
+		lim = rate.NewLimiter(rate.Limit(r), 1)
+	}
+	created := make([]*webappv1.Book, n)
+	at := make([]time.Time, n)
+	next := make(chan int)
+	errs := make(chan error, c)
+	var wg sync.WaitGroup
+	for range c {
+		wg.Go(func() {
+			for i := range next {
+				var b *webappv1.Book
+				var err error
+				for try := 0; try < 5; try++ {
+					b, err = e.books.WebappV1().Books(ns).Create(ctx, newBook(ns, i), metav1.CreateOptions{})
+					if err == nil {
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					continue
+				}
+				at[i], created[i] = time.Now(), b
+			}
+		})
+	}
+	for i := range n {
+		if lim != nil {
+			if err := lim.Wait(ctx); err != nil {
+				break
+			}
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return nil, nil, fmt.Errorf("creating Books: %w", err)
+	default:
+	}
+	m := make(map[string]time.Time, n)
+	for i, t := range at {
+		m[bookName(i)] = t
+	}
+	return m, created, nil
+}
+
+// prepare waits for a quiet machine and makes the phase's namespace.
+func (e *env) prepare(ctx context.Context, p *Phase) error {
+	busy, waited := waitQuiet(ctx, e.o.maxBusy)
+	p.OtherCoresBusyAtStart, p.WaitedForQuietSeconds, p.LoadAvgStart = round(busy, 2), round(waited.Seconds(), 1), loadavg()
+	ns, err := e.namespace(ctx, p.Name)
+	p.Namespace = ns
+	return err
+}
+
+// cpCPU is the control plane's CPU seconds so far (local cluster only).
+func (e *env) cpCPU() map[string]float64 {
+	out := map[string]float64{}
+	if e.cluster == nil {
+		return out
+	}
+	for name, pid := range e.cluster.Pids() {
+		if s, err := readProc(pid); err == nil {
+			out[name] = s.CPUSeconds
+		}
+	}
+	if s, err := readProc(selfPid); err == nil {
+		out["bench"] = s.CPUSeconds
+	}
+	return out
+}
+
+func (e *env) finishCPU(p *Phase, before map[string]float64) {
+	p.OtherCPUSeconds = map[string]float64{}
+	for k, v := range e.cpCPU() {
+		p.OtherCPUSeconds[k] = round(v-before[k], 2)
+	}
+}
+
+// collect fills in the controller's figures just before it is stopped.
+func collect(p *Phase, pr *proc) {
+	if s, err := readProc(pr.pid); err == nil {
+		p.CPUSeconds = round(s.CPUSeconds, 2)
+		p.PeakRSSBytes = s.HWMBytes
+		p.EndRSSBytes = s.RSSBytes
+	}
+	if m, err := scrape(pr.metricsURL); err == nil {
+		p.EndHeapInuseBytes = uint64(m.sum("go_memstats_heap_inuse_bytes", nil))
+		p.EndHeapAllocBytes = uint64(m.sum("go_memstats_heap_alloc_bytes", nil))
+		p.Requests = m.requests()
+		p.Writes = writes(p.Requests)
+		p.Retries = m.sum("workqueue_retries_total", nil)
+	}
+	pr.mu.Lock()
+	p.PeakHeapInuseBytes = uint64(max(pr.peakHeap, float64(p.EndHeapInuseBytes)))
+	pr.mu.Unlock()
+	p.Args = pr.args
+}
+
+func (e *env) countConfigMaps(ctx context.Context, ns string) int {
+	l, err := e.kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: controller.ManagedBySelector})
+	if err != nil {
+		return -1
+	}
+	return len(l.Items)
+}
+
+// livePhase runs a controller, then creates N Books while it runs: the
+// end-to-end time and create→Ready latency.
+func (e *env) livePhase(ctx context.Context, name string, s controllerSpec, pace float64) (*Phase, error) {
+	p := &Phase{Name: name, Mode: "live", Controller: s.Name, Workers: s.Workers, ClientLimit: s.ClientLimit, N: e.o.n, C: e.o.c, CreateRate: pace}
+	if err := e.prepare(ctx, p); err != nil {
+		return nil, err
+	}
+	pr, err := e.startController(s, p.Namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !pr.exited() {
+			pr.terminate()
+		}
+	}()
+	if err := waitFor(ctx, 60*time.Second, func() bool { return pr.ready(ctx) || pr.exited() }); err != nil || pr.exited() {
+		return nil, fmt.Errorf("%s did not become ready (log in %s)", s.Name, e.work)
+	}
+	p.StartupSeconds = round(time.Since(pr.start).Seconds(), 3)
+	w, err := e.watchReady(ctx, p.Namespace, e.o.n)
+	if err != nil {
+		return nil, err
+	}
+	defer w.stop()
+	cpu0 := e.cpCPU()
+	ctl0, _ := readProc(pr.pid)
+	t0 := time.Now()
+	createdAt, _, err := e.createBooks(ctx, p.Namespace, e.o.n, e.o.c, pace)
+	if err != nil {
+		return nil, err
+	}
+	p.CreateSeconds = round(time.Since(t0).Seconds(), 3)
+	if err := w.wait(ctx, e.o.timeout); err != nil {
+		return p, fmt.Errorf("%s: %w", name, err)
+	}
+	e.finishCPU(p, cpu0)
+	p.finishReady(t0, w.readyAt)
+	p.latencies(createdAt, w.readyAt)
+	p.ConfigMaps = e.countConfigMaps(ctx, p.Namespace)
+	time.Sleep(time.Second) // let the last events and watch updates land
+	collect(p, pr)
+	p.CPUSecondsDuringRun = round(p.CPUSeconds-ctl0.CPUSeconds, 2)
+	return p, nil
+}
+
+// backlogPhase creates N Books with no controller, then starts one: the time
+// from its start until every Book is Ready, the figure comparable with the
+// API ceiling (same starting point, same writes per Book).
+func (e *env) backlogPhase(ctx context.Context, name string, s controllerSpec) (*Phase, error) {
+	p := &Phase{Name: name, Mode: "backlog", Controller: s.Name, Workers: s.Workers, ClientLimit: s.ClientLimit, N: e.o.n, C: e.o.c}
+	if err := e.prepare(ctx, p); err != nil {
+		return nil, err
+	}
+	t := time.Now()
+	if _, _, err := e.createBooks(ctx, p.Namespace, e.o.n, e.o.c, 0); err != nil {
+		return nil, err
+	}
+	p.CreateSeconds = round(time.Since(t).Seconds(), 3)
+	w, err := e.watchReady(ctx, p.Namespace, e.o.n)
+	if err != nil {
+		return nil, err
+	}
+	defer w.stop()
+	busy, _ := waitQuiet(ctx, e.o.maxBusy)
+	p.OtherCoresBusyAtStart = round(busy, 2)
+	cpu0 := e.cpCPU()
+	pr, err := e.startController(s, p.Namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !pr.exited() {
+			pr.terminate()
+		}
+	}()
+	if err := w.wait(ctx, e.o.timeout); err != nil {
+		return p, fmt.Errorf("%s: %w", name, err)
+	}
+	e.finishCPU(p, cpu0)
+	p.finishReady(pr.start, w.readyAt)
+	p.ConfigMaps = e.countConfigMaps(ctx, p.Namespace)
+	time.Sleep(time.Second)
+	collect(p, pr)
+	p.CPUSecondsDuringRun = p.CPUSeconds
+	return p, nil
+}
+
+// ceilingPhase: N pre-created Books, then exactly the writes each needs —
+// create its ConfigMap, write its status — at concurrency C, with no cache,
+// no queue, no events. Ready is observed the same way as for controllers.
+func (e *env) ceilingPhase(ctx context.Context, withEvents bool) (*Phase, error) {
+	p := &Phase{Name: "ceiling", Mode: "ceiling", Controller: "load generator (in bench)", Workers: e.o.c,
+		ClientLimit: "none", N: e.o.n, C: e.o.c}
+	if withEvents {
+		p.Name = "ceiling-events"
+		p.Controller = "load generator + 1 Event per Book"
+	}
+	if err := e.prepare(ctx, p); err != nil {
+		return nil, err
+	}
+	t := time.Now()
+	_, books, err := e.createBooks(ctx, p.Namespace, e.o.n, e.o.c, 0)
+	if err != nil {
+		return nil, err
+	}
+	p.CreateSeconds = round(time.Since(t).Seconds(), 3)
+	w, err := e.watchReady(ctx, p.Namespace, e.o.n)
+	if err != nil {
+		return nil, err
+	}
+	defer w.stop()
+	busy, _ := waitQuiet(ctx, e.o.maxBusy)
+	p.OtherCoresBusyAtStart = round(busy, 2)
+	cpu0 := e.cpCPU()
+	next := make(chan *webappv1.Book)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	reqs := map[string]float64{}
+	t0 := time.Now()
+	for range e.o.c {
+		wg.Go(func() {
+			for b := range next {
+				err := e.converge(ctx, b)
+				if err == nil && withEvents {
+					err = e.event(ctx, b)
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+				mu.Lock()
+				reqs["POST"]++
+				reqs["PUT"]++
+				if withEvents {
+					reqs["POST"]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, b := range books {
+		next <- b
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return p, fmt.Errorf("ceiling: %w", firstErr)
+	}
+	if err := w.wait(ctx, e.o.timeout); err != nil {
+		return p, fmt.Errorf("ceiling: %w", err)
+	}
+	e.finishCPU(p, cpu0)
+	p.finishReady(t0, w.readyAt)
+	p.ConfigMaps = e.countConfigMaps(ctx, p.Namespace)
+	p.Requests = reqs
+	p.Writes = writes(reqs)
+	return p, nil
+}
+
+// converge does for one Book what the controller's sync does on a fresh
+// one, and nothing else.
+func (e *env) converge(ctx context.Context, b *webappv1.Book) error {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: b.Name, Namespace: b.Namespace,
+			Labels: map[string]string{controller.ManagedByLabel: controller.ManagedByValue, controller.BookLabel: b.Name},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(b,
+				webappv1.SchemeGroupVersion.WithKind("Book"))},
+		},
+		Data: map[string]string{controller.TitleKey: b.Spec.Title, controller.PriceKey: strconv.Itoa(int(b.Spec.Price))},
+	}
+	if _, err := e.kube.CoreV1().ConfigMaps(b.Namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: controller.FieldManager}); err != nil {
+		return err
+	}
+	b = b.DeepCopy()
+	b.Status.ObservedGeneration = b.Generation
+	b.Status.ConfigMapName = b.Name
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
+		Type: controller.ConditionReady, Status: metav1.ConditionTrue, Reason: controller.ReasonConfigMapReady,
+		Message: fmt.Sprintf("ConfigMap %s holds the current spec", b.Name), ObservedGeneration: b.Generation,
+		LastTransitionTime: metav1.Now().Rfc3339Copy(),
+	})
+	_, err := e.books.WebappV1().Books(b.Namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{FieldManager: controller.FieldManager})
+	return err
+}
+
+// event creates the events.k8s.io Event the controllers emit for a new
+// ConfigMap (reason ConfigMapCreated), as a plain POST.
+func (e *env) event(ctx context.Context, b *webappv1.Book) error {
+	now := metav1.NowMicro()
+	ev := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", b.Name, now.UnixNano()), Namespace: b.Namespace},
+		EventTime:  now, ReportingController: controller.ReportingController, ReportingInstance: "book-bench",
+		Action: "Create", Reason: controller.EventConfigMapCreated, Type: corev1.EventTypeNormal,
+		Note: "Created ConfigMap " + b.Name,
+		Regarding: corev1.ObjectReference{APIVersion: webappv1.SchemeGroupVersion.String(), Kind: "Book",
+			Namespace: b.Namespace, Name: b.Name, UID: b.UID, ResourceVersion: b.ResourceVersion},
+		Related: &corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: b.Namespace, Name: b.Name},
+	}
+	_, err := e.kube.EventsV1().Events(b.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	return err
+}
+
+// restartPhase restarts book-controller over the Books ours-live converged:
+// the time until it is synced and idle, and the writes it makes.
+func (e *env) restartPhase(ctx context.Context, live *Phase, s controllerSpec) (*Restart, error) {
+	r := &Restart{N: live.N, Namespace: live.Namespace}
+	busy, _ := waitQuiet(ctx, e.o.maxBusy)
+	r.OtherCoresBusyAtStart = round(busy, 2)
+	const quiet = 2 * time.Second
+	pr, err := e.startController(s, live.Namespace, "restart")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !pr.exited() {
+			pr.terminate()
+		}
+	}()
+	var quietSince time.Time
+	var lastTotal float64 = -1
+	deadline := time.Now().Add(e.o.timeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil && !pr.exited() {
+		time.Sleep(50 * time.Millisecond)
+		now := time.Now()
+		ready := pr.ready(ctx)
+		if ready && r.SyncedSeconds == 0 {
+			r.SyncedSeconds = round(now.Sub(pr.start).Seconds(), 3)
+		}
+		m, err := scrape(pr.metricsURL)
+		if err != nil {
+			quietSince = time.Time{}
+			continue
+		}
+		total := 0.0
+		for _, v := range m.requests() {
+			total += v
+		}
+		depth := m.sum("workqueue_depth", nil)
+		active := m.sum("book_controller_active_workers", nil)
+		if !ready || depth != 0 || active != 0 || total != lastTotal {
+			quietSince = time.Time{}
+			lastTotal = total
+			continue
+		}
+		if quietSince.IsZero() {
+			quietSince = now
+		}
+		if now.Sub(quietSince) >= quiet {
+			r.IdleSeconds = round(quietSince.Sub(pr.start).Seconds(), 3)
+			r.QuietWindowSeconds = quiet.Seconds()
+			r.Requests = m.requests()
+			r.Writes = writes(r.Requests)
+			r.Reconciles = m.sum("book_controller_reconcile_total", nil)
+			break
+		}
+	}
+	if r.IdleSeconds == 0 {
+		return r, fmt.Errorf("restart: not idle within %s", e.o.timeout)
+	}
+	collect(&Phase{}, pr)
+	if s, err := readProc(pr.pid); err == nil {
+		r.CPUSeconds = round(s.CPUSeconds, 2)
+		r.PeakRSSBytes = s.HWMBytes
+	}
+	return r, nil
+}
+
+func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("timed out")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// finishReady turns the Ready times into the convergence figures and a
+// downsampled Ready-over-time series.
+func (p *Phase) finishReady(t0 time.Time, readyAt map[string]time.Time) {
+	ts := make([]float64, 0, len(readyAt))
+	for _, t := range readyAt {
+		ts = append(ts, t.Sub(t0).Seconds())
+	}
+	slices.Sort(ts)
+	if len(ts) == 0 {
+		return
+	}
+	p.FirstReadySeconds = round(ts[0], 3)
+	p.ConvergeSeconds = round(ts[len(ts)-1], 3)
+	p.BooksPerSecond = round(float64(len(ts))/ts[len(ts)-1], 1)
+	step := max(1, len(ts)/400)
+	p.Series = append(p.Series, [2]float64{0, 0})
+	for i := 0; i < len(ts); i += step {
+		p.Series = append(p.Series, [2]float64{round(ts[i], 3), float64(i + 1)})
+	}
+	p.Series = append(p.Series, [2]float64{round(ts[len(ts)-1], 3), float64(len(ts))})
+}
+
+func (p *Phase) latencies(createdAt, readyAt map[string]time.Time) {
+	var ls []float64
+	for name, c := range createdAt {
+		if r, ok := readyAt[name]; ok {
+			ls = append(ls, max(0, r.Sub(c).Seconds()*1000))
+		}
+	}
+	slices.Sort(ls)
+	if len(ls) == 0 {
+		return
+	}
+	q := func(f float64) float64 { return round(ls[min(len(ls)-1, int(f*float64(len(ls))))], 1) }
+	p.LatencyP50Ms, p.LatencyP99Ms, p.LatencyMaxMs = q(0.5), q(0.99), round(ls[len(ls)-1], 1)
+}
