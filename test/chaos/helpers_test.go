@@ -1,0 +1,423 @@
+//go:build chaos && linux
+
+package chaos_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	"ydzs.io/book-controller/pkg/controller"
+	"ydzs.io/book-controller/test/integration/framework"
+)
+
+// spec is what a test last wrote into a Book's spec.
+type spec struct {
+	title string
+	price int32
+}
+
+func bookName(prefix string, i int) string { return fmt.Sprintf("%s-%05d", prefix, i) }
+
+// createBooks creates n Books named prefix-00000 on, and returns their specs.
+func createBooks(t *testing.T, ns, prefix string, n int) map[string]spec {
+	t.Helper()
+	specs := make(map[string]spec, n)
+	for i := range n {
+		name := bookName(prefix, i)
+		specs[name] = spec{title: "Title of " + name, price: int32(i)}
+	}
+	createSpecs(t, ns, specs)
+	return specs
+}
+
+// createSpecs creates a Book for each entry, eight at a time, retrying what
+// fails while the control plane recovers from a fault.
+func createSpecs(t *testing.T, ns string, specs map[string]spec) {
+	t.Helper()
+	books := env.Books.WebappV1().Books(ns)
+	parallel(t, slices.Sorted(maps.Keys(specs)), 8, func(ctx context.Context, name string) error {
+		s := specs[name]
+		retried := false
+		return retryTransient(ctx, func() error {
+			_, err := books.Create(ctx, framework.NewBook(ns, name, s.title, s.price), metav1.CreateOptions{})
+			if retried && apierrors.IsAlreadyExists(err) {
+				return nil // an earlier attempt went through, its answer was lost
+			}
+			retried = true
+			return err
+		})
+	})
+}
+
+// updateSpecs gives each named Book the spec next returns, reading the Book
+// afresh on conflicts, and returns the specs written.
+func updateSpecs(t *testing.T, ns string, names []string, next func(name string, old webappv1.BookSpec) spec) map[string]spec {
+	t.Helper()
+	books := env.Books.WebappV1().Books(ns)
+	var mu sync.Mutex
+	written := make(map[string]spec, len(names))
+	parallel(t, names, 8, func(ctx context.Context, name string) error {
+		return retryTransient(ctx, func() error {
+			b, err := books.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s := next(name, b.Spec)
+			b.Spec.Title, b.Spec.Price = s.title, s.price
+			if _, err := books.Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+			mu.Lock()
+			written[name] = s
+			mu.Unlock()
+			return nil
+		})
+	})
+	return written
+}
+
+// parallel runs fn for every item, width at a time, and fails the test with
+// the first error.
+func parallel(t *testing.T, items []string, width int, fn func(ctx context.Context, item string) error) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	sem := make(chan struct{}, width)
+	for _, item := range items {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := fn(ctx, item); err != nil {
+				once.Do(func() { first = fmt.Errorf("%s: %w", item, err) })
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		t.Fatal(first)
+	}
+}
+
+// retryTransient calls fn until it succeeds, returns an error that retrying
+// can't fix, or a minute has passed. Conflicts are retried.
+func retryTransient(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(time.Minute)
+	delay := 50 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+			apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) ||
+			time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// expectation is what the end state of a namespace must be.
+type expectation struct {
+	// want holds every Book that must exist, with the spec last written.
+	want map[string]spec
+	// conflict names Books whose ConfigMap name is taken by a foreign
+	// object: they must be Ready=False ConfigMapConflict and control no
+	// ConfigMap.
+	conflict map[string]bool
+	// ignore lists foreign ConfigMaps that carry our labels on purpose.
+	ignore map[types.UID]bool
+}
+
+// verdict is what inspect found.
+type verdict struct {
+	books      int
+	lost       int // Books missing, or without their one correct ConfigMap and Ready status
+	duplicated int // ConfigMaps beyond one per Book, or controlled by no existing Book
+	problems   []string
+}
+
+func (v *verdict) add(counter *int, format string, args ...any) {
+	if counter != nil {
+		*counter++
+	}
+	v.problems = append(v.problems, fmt.Sprintf(format, args...))
+}
+
+var bookGroup = webappv1.SchemeGroupVersion.Group
+
+// inspect checks the namespace against exp: every Book exists with the
+// expected spec, is Ready for its current generation and controls exactly
+// one ConfigMap, of its name, holding that spec; no ConfigMap with our label
+// is orphaned.
+func inspect(ctx context.Context, ns string, exp expectation) (verdict, error) {
+	var v verdict
+	bookList, err := env.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return v, err
+	}
+	cmList, err := env.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return v, err
+	}
+	v.books = len(bookList.Items)
+	byUID := map[types.UID]*webappv1.Book{}
+	byName := map[string]*webappv1.Book{}
+	for i := range bookList.Items {
+		b := &bookList.Items[i]
+		byUID[b.UID], byName[b.Name] = b, b
+	}
+	owned := map[types.UID][]*corev1.ConfigMap{}
+	for i := range cmList.Items {
+		cm := &cmList.Items[i]
+		if exp.ignore[cm.UID] {
+			continue
+		}
+		ref := metav1.GetControllerOfNoCopy(cm)
+		if ref != nil && ref.Kind == "Book" && groupOf(ref.APIVersion) == bookGroup {
+			if _, ok := byUID[ref.UID]; ok {
+				owned[ref.UID] = append(owned[ref.UID], cm)
+				continue
+			}
+			v.add(&v.duplicated, "ConfigMap %s is controlled by Book %s with UID %s, which does not exist", cm.Name, ref.Name, ref.UID)
+			continue
+		}
+		if cm.Labels[controller.ManagedByLabel] == controller.ManagedByValue {
+			v.add(&v.duplicated, "ConfigMap %s carries our label but no Book controls it", cm.Name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(exp.want)) {
+		if byName[name] == nil {
+			v.add(&v.lost, "Book %s is gone", name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		b := byName[name]
+		if exp.want != nil {
+			s, ok := exp.want[name]
+			switch {
+			case !ok:
+				v.add(nil, "Book %s was not created by the test", name)
+			case b.Spec.Title != s.title || b.Spec.Price != s.price:
+				v.add(&v.lost, "Book %s has spec %q/%d, the test last wrote %q/%d", name, b.Spec.Title, b.Spec.Price, s.title, s.price)
+			}
+		}
+		cms := owned[b.UID]
+		ready := meta.FindStatusCondition(b.Status.Conditions, controller.ConditionReady)
+		current := ready != nil && ready.ObservedGeneration == b.Generation && b.Status.ObservedGeneration == b.Generation
+		if exp.conflict[name] {
+			if len(cms) != 0 {
+				v.add(&v.duplicated, "Book %s controls %d ConfigMaps although its name is taken", name, len(cms))
+			}
+			if !current || ready.Status != metav1.ConditionFalse || ready.Reason != controller.ReasonConfigMapConflict {
+				v.add(&v.lost, "Book %s: want Ready=False %s for generation %d, status is %s", name,
+					controller.ReasonConfigMapConflict, b.Generation, describeStatus(b))
+			}
+			continue
+		}
+		switch {
+		case len(cms) == 0:
+			v.add(&v.lost, "Book %s controls no ConfigMap", name)
+		case len(cms) > 1:
+			v.duplicated += len(cms) - 1
+			v.add(nil, "Book %s controls %d ConfigMaps", name, len(cms))
+		}
+		if len(cms) >= 1 {
+			if p := configMapProblem(b, cms[0]); p != "" {
+				v.add(&v.lost, "Book %s: %s", name, p)
+			}
+		}
+		if !current || ready.Status != metav1.ConditionTrue || ready.Reason != controller.ReasonConfigMapReady ||
+			b.Status.ConfigMapName != name {
+			v.add(&v.lost, "Book %s: want Ready=True %s for generation %d, status is %s", name,
+				controller.ReasonConfigMapReady, b.Generation, describeStatus(b))
+		}
+	}
+	return v, nil
+}
+
+// configMapProblem says what is wrong with the ConfigMap a Book controls,
+// or "" if it is exactly what the Book asks for.
+func configMapProblem(b *webappv1.Book, cm *corev1.ConfigMap) string {
+	wantData := map[string]string{
+		controller.TitleKey: b.Spec.Title,
+		controller.PriceKey: strconv.FormatInt(int64(b.Spec.Price), 10),
+	}
+	switch {
+	case cm.Name != b.Name:
+		return fmt.Sprintf("its ConfigMap is named %s", cm.Name)
+	case !maps.Equal(cm.Data, wantData) || len(cm.BinaryData) != 0:
+		return fmt.Sprintf("ConfigMap data %q, want %q", cm.Data, wantData)
+	case cm.Labels[controller.ManagedByLabel] != controller.ManagedByValue:
+		return fmt.Sprintf("ConfigMap labels %v lack %s", cm.Labels, controller.ManagedBySelector)
+	case len(validation.IsValidLabelValue(b.Name)) == 0 && cm.Labels[controller.BookLabel] != b.Name:
+		return fmt.Sprintf("ConfigMap labels %v lack %s=%s", cm.Labels, controller.BookLabel, b.Name)
+	}
+	return ""
+}
+
+func describeStatus(b *webappv1.Book) string {
+	c := meta.FindStatusCondition(b.Status.Conditions, controller.ConditionReady)
+	if c == nil {
+		return fmt.Sprintf("observedGeneration %d, no Ready condition", b.Status.ObservedGeneration)
+	}
+	return fmt.Sprintf("observedGeneration %d, Ready=%s %s for generation %d", b.Status.ObservedGeneration, c.Status, c.Reason, c.ObservedGeneration)
+}
+
+func groupOf(apiVersion string) string {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return ""
+	}
+	return gv.Group
+}
+
+// convergeTimeout is how long n Books may take to converge after the last
+// fault: generous, since after an outage the controller's default rate
+// limiter (10 retries a second overall) paces the retries of every key that
+// failed.
+func convergeTimeout(n int) time.Duration {
+	return 2*time.Minute + time.Duration(n)*150*time.Millisecond
+}
+
+// waitConverged polls inspect until the namespace matches exp, and adds the
+// outcome to the run's tally. On timeout it fails the test with the first
+// problems found. It returns how long convergence took.
+func waitConverged(t *testing.T, ns string, exp expectation) time.Duration {
+	t.Helper()
+	start := time.Now()
+	timeout := convergeTimeout(len(exp.want))
+	var v verdict
+	var err error
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		v, err = inspect(ctx, ns, exp)
+		cancel()
+		if err == nil && len(v.problems) == 0 {
+			checked.Add(int64(v.books))
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	checked.Add(int64(v.books))
+	lost.Add(int64(v.lost))
+	duplicated.Add(int64(v.duplicated))
+	if err != nil {
+		t.Fatalf("namespace %s did not converge within %v; last inspection failed: %v", ns, timeout, err)
+	}
+	shown := v.problems[:min(len(v.problems), 15)]
+	t.Fatalf("namespace %s did not converge within %v: %d Books, %d lost, %d duplicated, %d problems; the first:\n  %s",
+		ns, timeout, v.books, v.lost, v.duplicated, len(v.problems), strings.Join(shown, "\n  "))
+	return 0
+}
+
+// eventually polls cond every 50ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// metricValue scrapes the in-process controller's /metrics at addr.
+func metricValue(t *testing.T, addr, name string, labels ...string) float64 {
+	t.Helper()
+	v, err := framework.MetricValue(framework.Scrape(t, addr), name, labels...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// waitMetricsUp waits until addr serves /metrics.
+func waitMetricsUp(t *testing.T, addr string) {
+	t.Helper()
+	eventually(t, time.Minute, "/metrics on "+addr, func() bool {
+		code, _, err := framework.HTTPGet(addr, "/metrics")
+		return err == nil && code == 200
+	})
+}
+
+// reconciledOK is the process-wide count of successful syncs.
+func reconciledOK(t *testing.T, addr string) float64 {
+	return metricValue(t, addr, "book_controller_reconcile_total", "controller", controller.Name, "result", "success")
+}
+
+// startBinary runs the controller binary as a process for namespace ns,
+// as the cluster admin, with every write logged (-v=2). Probes are off so
+// that processes never compete for a port.
+func startBinary(t *testing.T, name, ns string, args ...string) *framework.Process {
+	t.Helper()
+	base := []string{"--kubeconfig", env.Cluster.KubeconfigPath(), "--namespace", ns,
+		"--health-probe-bind-address", "0", "-v=2"}
+	return framework.StartProcess(t, name, binary, append(base, args...)...)
+}
+
+// writeMessages are the -v=2 log messages of the controller's writes.
+var writeMessages = []string{`"Created ConfigMap"`, `"Updated ConfigMap"`, `"Updated status"`}
+
+func isWriteLine(text string) bool {
+	for _, m := range writeMessages {
+		if strings.Contains(text, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// writesLogged counts the write log lines of a controller process so far.
+func writesLogged(p *framework.Process) int {
+	n := 0
+	for _, l := range p.Lines() {
+		if isWriteLine(l.Text) {
+			n++
+		}
+	}
+	return n
+}
+
+// klogTime parses the timestamp klog puts at the start of a line
+// ("I0715 19:22:01.123456 ..."), which has no year.
+func klogTime(line string) (time.Time, bool) {
+	if len(line) < 21 || !strings.ContainsRune("IWEF", rune(line[0])) {
+		return time.Time{}, false
+	}
+	ts, err := time.ParseInLocation("0102 15:04:05.000000", line[1:21], time.Local)
+	if err != nil {
+		return time.Time{}, false
+	}
+	now := time.Now()
+	ts = ts.AddDate(now.Year(), 0, 0)
+	if ts.After(now.Add(24 * time.Hour)) {
+		ts = ts.AddDate(-1, 0, 0)
+	}
+	return ts, true
+}

@@ -1,0 +1,84 @@
+//go:build chaos && linux
+
+package chaos_test
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+)
+
+// TestControllerProcessKilled runs the controller binary and SIGKILLs it at
+// random moments, CHAOS_ROUNDS times: while it starts and lists, or after a
+// random number of its writes. Every round brings new work first (a batch
+// of new Books and new specs for some old ones), so every kill lands in the
+// middle of convergence. A last process must then bring every Book to Ready
+// with exactly one ConfigMap: none lost, none duplicated, none orphaned.
+func TestControllerProcessKilled(t *testing.T) {
+	rng := newRand(t)
+	ns := env.Namespace(t)
+	rounds := config.rounds
+	perRound := max(1, config.books/rounds)
+	want := map[string]spec{}
+	var killedDuringStart, killedMidway int
+
+	for r := range rounds {
+		batch := perRound
+		if r == rounds-1 {
+			batch = config.books - perRound*(rounds-1)
+		}
+		maps.Copy(want, createBooks(t, ns, fmt.Sprintf("r%02d", r), batch))
+		if r > 0 {
+			names := slices.Sorted(maps.Keys(want))
+			rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+			maps.Copy(want, updateSpecs(t, ns, names[:max(1, perRound/4)], func(name string, old webappv1.BookSpec) spec {
+				return spec{title: fmt.Sprintf("%s, round %d", name, r), price: old.Price + int32(r)}
+			}))
+		}
+
+		p := startBinary(t, fmt.Sprintf("controller-%02d", r), ns)
+		var how string
+		if rng.IntN(3) == 0 {
+			// Start-up: preflight, informers listing, caches syncing,
+			// or the first writes (all within some 400ms here).
+			d := time.Duration(rng.IntN(400)) * time.Millisecond
+			time.Sleep(d)
+			how = fmt.Sprintf("%v after start", d)
+			killedDuringStart++
+		} else {
+			// After k writes: a ConfigMap created but not yet the status,
+			// a status half-way through the batch...
+			k := 1 + rng.IntN(2*batch)
+			eventually(t, time.Minute, fmt.Sprintf("controller-%02d to log %d writes", r, k), func() bool {
+				return writesLogged(p) >= k || !p.Running()
+			})
+			how = fmt.Sprintf("after %d writes", k)
+			killedMidway++
+		}
+		if !p.Running() {
+			t.Fatalf("round %d: the controller exited by itself:\n%s", r, p.Tail(20))
+		}
+		if err := p.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		faults.Add(1)
+		t.Logf("round %d: SIGKILLed the controller %s (%d writes logged, %d Books so far)", r, how, writesLogged(p), len(want))
+	}
+
+	final := startBinary(t, "controller-final", ns)
+	took := waitConverged(t, ns, expectation{want: want})
+	leftover := writesLogged(final)
+	if err := final.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := final.Wait(30 * time.Second); err != nil || code != 0 {
+		t.Errorf("after SIGTERM the last controller exited with code %d (%v), want 0", code, err)
+	}
+	figure(t, "%d SIGKILLs (%d during start-up, %d mid-convergence) over %d Books; the last process finished the work left (%d writes) in %v",
+		rounds, killedDuringStart, killedMidway, len(want), leftover, took.Round(100*time.Millisecond))
+}

@@ -1,0 +1,246 @@
+//go:build linux
+
+package framework
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BuildController builds cmd/controller into dir, as `make build` does but
+// without -trimpath, and returns the binary's path.
+func BuildController(dir string) (string, error) {
+	bin := filepath.Join(dir, "book-controller")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/controller")
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the controller: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// LogLine is one line a Process wrote (stdout and stderr together), with the
+// time this test process read it.
+type LogLine struct {
+	At   time.Time
+	Text string
+}
+
+// Process is a program started by StartProcess: typically the controller
+// binary, which a test may kill at any moment. Its output is kept line by
+// line. It is killed at the end of the test, and dies with the test binary
+// even if that is killed itself (Linux parent-death signal).
+type Process struct {
+	Name string
+
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once the process is reaped and its output read
+
+	mu       sync.Mutex
+	lines    []LogLine
+	killedAt time.Time
+	waitErr  error
+}
+
+// StartProcess starts bin with args and registers a cleanup that SIGKILLs it
+// (if still running) and, if the test failed, logs the end of its output.
+func StartProcess(t testing.TB, name, bin string, args ...string) *Process {
+	t.Helper()
+	p, err := startProcess(name, bin, args)
+	if err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = p.Kill()
+		if t.Failed() {
+			t.Logf("last lines of %s (pid %d):\n%s", p.Name, p.Pid(), p.Tail(60))
+		}
+	})
+	return p
+}
+
+func startProcess(name, bin string, args []string) (*Process, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG=")
+	// Without Setpgid a SIGINT from the terminal reaches the child too,
+	// which is what we want; Pdeathsig kills it if this process dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := startLocked(cmd); err != nil {
+		pr.Close()
+		pw.Close()
+		return nil, err
+	}
+	pw.Close() // the child holds its own copy
+	p := &Process{Name: name, cmd: cmd, exited: make(chan struct{})}
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		p.readLines(pr)
+	}()
+	go func() {
+		err := cmd.Wait()
+		<-readDone // EOF: every line the process wrote is recorded
+		pr.Close()
+		p.mu.Lock()
+		p.waitErr = err
+		p.mu.Unlock()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+func (p *Process) readLines(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	for sc.Scan() {
+		line := LogLine{At: time.Now(), Text: sc.Text()}
+		p.mu.Lock()
+		p.lines = append(p.lines, line)
+		p.mu.Unlock()
+	}
+	// Drain whatever is left (a line longer than the buffer), so the child
+	// never blocks on a full pipe.
+	_, _ = io.Copy(io.Discard, r)
+}
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited is closed when the process has exited and all its output is read.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Running reports whether the process has not exited yet.
+func (p *Process) Running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill sends SIGKILL, as a crash or an OOM kill would, and waits until the
+// process is gone. It records the moment of the kill (KilledAt). Killing a
+// process that has exited does nothing.
+func (p *Process) Kill() error {
+	if !p.Running() {
+		return nil
+	}
+	p.mu.Lock()
+	if p.killedAt.IsZero() {
+		p.killedAt = time.Now()
+	}
+	p.mu.Unlock()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !strings.Contains(err.Error(), "process already finished") {
+		return err
+	}
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("%s (pid %d) still runs 30s after SIGKILL", p.Name, p.Pid())
+	}
+}
+
+// KilledAt is when Kill sent SIGKILL; zero if it never did.
+func (p *Process) KilledAt() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.killedAt
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Wait waits up to timeout for the process to exit and returns its exit
+// code, or an error if it is still running.
+func (p *Process) Wait(timeout time.Duration) (int, error) {
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		return 0, fmt.Errorf("%s (pid %d) still runs after %v", p.Name, p.Pid(), timeout)
+	}
+	return p.cmd.ProcessState.ExitCode(), nil
+}
+
+// Lines returns a copy of the output lines read so far.
+func (p *Process) Lines() []LogLine {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]LogLine(nil), p.lines...)
+}
+
+// CountLines counts the output lines so far that contain substr.
+func (p *Process) CountLines(substr string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, l := range p.lines {
+		if strings.Contains(l.Text, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+// Output is everything the process wrote so far.
+func (p *Process) Output() string { return p.Tail(0) }
+
+// Tail returns the last n lines of output (all of it for n <= 0).
+func (p *Process) Tail(n int) string {
+	lines := p.Lines()
+	if n > 0 && len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l.Text)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Pdeathsig fires when the parent *thread* exits, not the parent process
+// (golang/go#27505), and the Go runtime ends threads whose locked goroutine
+// returns. Children are therefore forked from one goroutine locked to its
+// thread for the life of the test binary, as pkg/localcluster does.
+var forker struct {
+	once sync.Once
+	reqs chan forkReq
+}
+
+type forkReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func startLocked(cmd *exec.Cmd) error {
+	forker.once.Do(func() {
+		forker.reqs = make(chan forkReq)
+		go func() {
+			runtime.LockOSThread() // never unlocked: this thread outlives every child
+			for r := range forker.reqs {
+				r.done <- r.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	forker.reqs <- forkReq{cmd: cmd, done: done}
+	return <-done
+}
