@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -45,8 +46,10 @@ type Options struct {
 	// Clock stamps condition transition times; tests pass a fake one.
 	Clock clock.PassiveClock
 	// RateLimiter spaces out retries of failing keys. The default is
-	// client-go's controller rate limiter: per-key exponential backoff from
-	// 5ms to 1000s, under an overall 10 qps, burst 100 token bucket.
+	// per-key exponential backoff from 5ms to 1000s, under an overall token
+	// bucket of 100 retries per second, burst 1000. (client-go's default
+	// bucket, 10/s burst 100, makes recovery from an API server outage take
+	// N/10 seconds for N failed Books: 15 minutes for 10000.)
 	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
 	// ConflictRecheck is how often a Book whose ConfigMap name is taken by a
 	// foreign object is looked at again. The foreign object is outside the
@@ -108,7 +111,10 @@ func New(
 		opts.Clock = clock.RealClock{}
 	}
 	if opts.RateLimiter == nil {
-		opts.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
+		opts.RateLimiter = workqueue.NewTypedMaxOfRateLimiter(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, 1000*time.Second),
+			&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: rate.NewLimiter(rate.Limit(100), 1000)},
+		)
 	}
 	if opts.ConflictRecheck <= 0 {
 		opts.ConflictRecheck = DefaultConflictRecheck
