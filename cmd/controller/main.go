@@ -44,6 +44,8 @@ func run(args []string) int {
 		LeaderElection: o.leaderElection,
 		MetricsAddr:    o.metricsAddr,
 		ProbeAddr:      o.probeAddr,
+		EventQPS:       o.eventQPS,
+		EventBurst:     o.eventBurst,
 	})
 	klog.Flush()
 	if err != nil {

@@ -24,6 +24,8 @@ type options struct {
 	resyncPeriod time.Duration
 	qps          float32
 	burst        int
+	eventQPS     float32
+	eventBurst   int
 
 	metricsAddr    string
 	probeAddr      string
@@ -42,6 +44,9 @@ func newOptions() *options {
 		resyncPeriod: 10 * time.Hour,
 		qps:          2000,
 		burst:        4000,
+		// The kubelet's --event-qps/--event-burst defaults.
+		eventQPS:   50,
+		eventBurst: 100,
 		// As kubebuilder's scaffold: metrics off unless asked for (the
 		// Deployment asks), probes on the port its manifests use.
 		metricsAddr: "0",
@@ -90,6 +95,11 @@ func (o *options) flagSet() *pflag.FlagSet {
 		"How long the leader keeps trying to renew before it stops working and exits.")
 	fs.DurationVar(&le.RetryPeriod, "leader-elect-retry-period", le.RetryPeriod,
 		"How often replicas try to acquire or renew the Lease.")
+
+	fs.Float32Var(&o.eventQPS, "event-qps", o.eventQPS,
+		"Events per second sent to the API server, on a client of their own; in a burst the rest queue or are dropped. 0: no limit.")
+	fs.IntVar(&o.eventBurst, "event-burst", o.eventBurst,
+		"Events that may be sent in a burst above --event-qps.")
 
 	goFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(goFlags)
@@ -168,6 +178,10 @@ func (o *options) validate() error {
 		return fmt.Errorf("--kube-api-qps must be positive, or -1 to disable client-side rate limiting; got %v", o.qps)
 	case o.burst < 1 && o.qps != -1:
 		return fmt.Errorf("--kube-api-burst must be at least 1, got %d", o.burst)
+	case o.eventQPS < 0:
+		return fmt.Errorf("--event-qps must be 0 (no limit) or positive, got %v", o.eventQPS)
+	case o.eventQPS > 0 && o.eventBurst < 1:
+		return fmt.Errorf("--event-burst must be at least 1, got %d", o.eventBurst)
 	case o.leaderElection.LeaseDuration <= o.leaderElection.RenewDeadline:
 		return fmt.Errorf("--leader-elect-lease-duration (%s) must be longer than --leader-elect-renew-deadline (%s)",
 			o.leaderElection.LeaseDuration, o.leaderElection.RenewDeadline)
