@@ -131,3 +131,13 @@ BENCH_FLAGS ?=
 bench: tools ## Convergence vs the API ceiling and the controller-runtime twin (N=, C=); writes docs/bench/.
 	cd test/bench && go run . -n $(N) -c $(C) -out $(abspath docs/bench) \
 	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
+
+##@ Chaos
+
+# Scale of `make test-chaos`: Books per test and kills of the controller process.
+CHAOS_BOOKS ?= 1000
+CHAOS_ROUNDS ?= 10
+
+.PHONY: test-chaos
+test-chaos: tools ## Fault injection: API server/etcd/process/leader kills, namespace deletion, racing writer (CHAOS_BOOKS=, CHAOS_ROUNDS=).
+	CHAOS_BOOKS=$(CHAOS_BOOKS) CHAOS_ROUNDS=$(CHAOS_ROUNDS) go test -tags chaos -count=1 -timeout 60m $(TESTFLAGS) ./test/chaos/
