@@ -97,7 +97,7 @@ func (o *options) flagSet() *pflag.FlagSet {
 		"How often replicas try to acquire or renew the Lease.")
 
 	fs.Float32Var(&o.eventQPS, "event-qps", o.eventQPS,
-		"Events per second sent to the API server, on a client of their own; in a burst the rest queue or are dropped. 0: no limit.")
+		"Events per second sent to the API server; Events over the rate are dropped (they are best effort). 0: no limit.")
 	fs.IntVar(&o.eventBurst, "event-burst", o.eventBurst,
 		"Events that may be sent in a burst above --event-qps.")
 

@@ -41,11 +41,9 @@ type Config struct {
 	MetricsAddr string
 	// ProbeAddr serves /healthz and /readyz; "" or "0" is off.
 	ProbeAddr string
-	// EventQPS and EventBurst limit the Events this process sends, on a
-	// client of their own. Events are best effort: in a burst they queue,
-	// and beyond the broadcaster's queue they are dropped, rather than take
-	// the API server's capacity from the writes that converge Books (the
-	// same trade as the kubelet's --event-qps). Zero means no limit.
+	// EventQPS and EventBurst limit the Events this process sends; Events
+	// over the rate are dropped (see controller.NewEventRecorder). Zero
+	// means no limit.
 	EventQPS   float32
 	EventBurst int
 }
@@ -77,16 +75,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// Events outlive ctx by the drain: the last syncs may still report.
 	eventCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEvents()
-	eventConfig := coreTypesConfig(cfg.RESTConfig)
-	eventConfig.QPS, eventConfig.Burst = cfg.EventQPS, cfg.EventBurst
-	if cfg.EventQPS <= 0 {
-		eventConfig.QPS = -1
-	}
-	eventClient, err := kubernetes.NewForConfig(eventConfig)
-	if err != nil {
-		return fmt.Errorf("creating the Events client: %w", err)
-	}
-	recorder, err := controller.NewEventRecorder(eventCtx, eventClient)
+	recorder, err := controller.NewEventRecorder(eventCtx, kubeClient, cfg.EventQPS, cfg.EventBurst)
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,11 @@ var (
 		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
 			1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60},
 	}, []string{"controller"})
+	// EventsDropped counts Events not sent because they exceeded --event-qps.
+	EventsDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "book_controller_events_dropped_total",
+		Help: "Events not sent to the API server because they exceeded --event-qps.",
+	})
 	// ActiveWorkers is the number of workers inside a sync right now.
 	ActiveWorkers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "book_controller_active_workers",
@@ -45,7 +50,7 @@ var (
 )
 
 func registerReconcileMetrics() {
-	Registry.MustRegister(ReconcileTotal, ReconcileErrors, ReconcilePanics, ReconcileTime, ActiveWorkers)
+	Registry.MustRegister(ReconcileTotal, ReconcileErrors, ReconcilePanics, ReconcileTime, ActiveWorkers, EventsDropped)
 }
 
 // InitController creates a controller's series at zero, so they are exported,
