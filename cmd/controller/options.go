@@ -40,7 +40,10 @@ type options struct {
 // still capped.
 func newOptions() *options {
 	return &options{
-		workers:      8,
+		// Syncs spend their time waiting on the API server, not on CPU;
+		// 32 kept the API server busy where 8 and 16 left it idle
+		// (docs/benchmark.md).
+		workers:      32,
 		resyncPeriod: 10 * time.Hour,
 		qps:          2000,
 		burst:        4000,
