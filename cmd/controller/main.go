@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"k8s.io/klog/v2"
@@ -23,6 +24,13 @@ func main() {
 // run returns the process exit code: 0 after a clean shutdown, 1 when
 // anything went wrong, with a one-line reason on stderr.
 func run(args []string) int {
+	// A controller's memory is its cache, and it is idle most of the time:
+	// collecting at 50% heap growth instead of Go's 100% lowered peak RSS by
+	// 13% for 18% more CPU over 10000 Books (docs/benchmark.md). GOGC, when
+	// set, still wins.
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(50)
+	}
 	o, err := parse(args, os.Stdout)
 	if errors.Is(err, errHelp) {
 		return 0
