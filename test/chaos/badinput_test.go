@@ -4,12 +4,10 @@ package chaos_test
 
 import (
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"ydzs.io/book-controller/test/integration/framework"
@@ -26,7 +24,7 @@ import (
 func TestBadCommandLine(t *testing.T) {
 	dir := t.TempDir()
 	kubeconfig := env.Cluster.KubeconfigPath()
-	untrusted := editKubeconfig(t, dir, "untrusted", func(cfg *clientcmdapi.Config) {
+	untrusted := env.EditedKubeconfig(t, dir, "untrusted", func(cfg *clientcmdapi.Config) {
 		for _, c := range cfg.Clusters {
 			c.CertificateAuthorityData, c.CertificateAuthority = nil, ""
 		}
@@ -106,19 +104,4 @@ func TestBadCommandLine(t *testing.T) {
 			t.Logf("exit %d: %s", code, last)
 		})
 	}
-}
-
-// editKubeconfig writes a modified copy of the admin kubeconfig.
-func editKubeconfig(t *testing.T, dir, name string, edit func(*clientcmdapi.Config)) string {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(env.Cluster.KubeconfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	edit(cfg)
-	path := filepath.Join(dir, name)
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }

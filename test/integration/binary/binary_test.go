@@ -12,7 +12,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"ydzs.io/book-controller/test/integration/framework"
@@ -88,12 +87,12 @@ func TestBinary(t *testing.T) {
 // names the problem, and never a stack trace.
 func TestBadInputEndsInOneLine(t *testing.T) {
 	dir := t.TempDir()
-	badToken := writeKubeconfig(t, dir, "bad-token", func(cfg *clientcmdConfig) {
+	badToken := env.EditedKubeconfig(t, dir, "bad-token", func(cfg *clientcmdapi.Config) {
 		for _, u := range cfg.AuthInfos {
 			u.Token = "not-a-valid-token"
 		}
 	})
-	unreachable := writeKubeconfig(t, dir, "unreachable", func(cfg *clientcmdConfig) {
+	unreachable := env.EditedKubeconfig(t, dir, "unreachable", func(cfg *clientcmdapi.Config) {
 		for _, c := range cfg.Clusters {
 			c.Server = "https://127.0.0.1:1"
 		}
@@ -162,21 +161,4 @@ func assertOneLineError(t *testing.T, stderr, want string) {
 	if !strings.HasPrefix(last, "book-controller: error: ") || !strings.Contains(last, want) {
 		t.Fatalf("last stderr line %q, want a one-line error containing %q; stderr:\n%s", last, want, stderr)
 	}
-}
-
-type clientcmdConfig = clientcmdapi.Config
-
-// writeKubeconfig writes a modified copy of the admin kubeconfig.
-func writeKubeconfig(t *testing.T, dir, name string, edit func(*clientcmdConfig)) string {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(env.Cluster.KubeconfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	edit(cfg)
-	path := filepath.Join(dir, name)
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }

@@ -12,6 +12,8 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	"ydzs.io/book-controller/pkg/localcluster"
@@ -129,4 +131,20 @@ func (e *Env) installCRDBeforeGC(ctx context.Context) error {
 		return fmt.Errorf("restarting kube-controller-manager: %w", err)
 	}
 	return nil
+}
+
+// EditedKubeconfig writes to dir/name a copy of the admin kubeconfig changed
+// by edit: a wrong token, an unreachable server, a missing CA.
+func (e *Env) EditedKubeconfig(t testing.TB, dir, name string, edit func(*clientcmdapi.Config)) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(e.Cluster.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(cfg)
+	path := filepath.Join(dir, name)
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
