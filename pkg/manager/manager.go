@@ -103,6 +103,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	probeServer, err := listen("--health-probe-bind-address", cfg.ProbeAddr, probeHandler(c.HasSynced, watchdog))
 	if err != nil {
+		metricsServer.close()
 		return err
 	}
 	// The endpoints stay up through the drain and stop when Run returns.

@@ -62,3 +62,10 @@ func (s *httpServer) Addr() string {
 	}
 	return s.ln.Addr().String()
 }
+
+// close releases the listener of a server that will not serve.
+func (s *httpServer) close() {
+	if s != nil {
+		_ = s.ln.Close()
+	}
+}
