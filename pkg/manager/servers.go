@@ -55,14 +55,6 @@ func (s *httpServer) serve(ctx context.Context) {
 	}()
 }
 
-// Addr is where the server listens, e.g. to learn the port chosen for ":0".
-func (s *httpServer) Addr() string {
-	if s == nil {
-		return ""
-	}
-	return s.ln.Addr().String()
-}
-
 // close releases the listener of a server that will not serve.
 func (s *httpServer) close() {
 	if s != nil {

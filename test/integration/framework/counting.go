@@ -70,7 +70,7 @@ func (c *RequestCounter) Writes() int {
 	return n
 }
 
-// ObjectWrites is the number of writes other than leader election's.
+// ObjectWrites returns the writes other than leader election's.
 func (c *RequestCounter) ObjectWrites() []Request {
 	var out []Request
 	for _, r := range c.Requests() {
