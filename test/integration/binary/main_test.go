@@ -5,8 +5,6 @@ package binary_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"ydzs.io/book-controller/test/integration/framework"
@@ -23,12 +21,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "book-controller")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/controller")
-	build.Dir = framework.RepoRoot()
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the controller:", err)
+	if binary, err = framework.BuildController(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := func() int {
