@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -420,4 +421,28 @@ func klogTime(line string) (time.Time, bool) {
 		ts = ts.AddDate(-1, 0, 0)
 	}
 	return ts, true
+}
+
+// workRound is round r of rounds of work for a test that kills something
+// between rounds: it creates this round's share of config.books Books and,
+// after the first round, changes the specs of a random quarter-round of the
+// Books so far. want is updated with the spec each Book must end with. It
+// returns how many Books it created.
+func workRound(t *testing.T, ns string, rng *rand.Rand, want map[string]spec, r, rounds int) (batch int) {
+	t.Helper()
+	perRound := max(1, config.books/rounds)
+	batch = perRound
+	if r == rounds-1 {
+		batch = config.books - perRound*(rounds-1)
+	}
+	maps.Copy(want, createBooks(t, ns, fmt.Sprintf("r%02d", r), batch))
+	if r == 0 {
+		return batch
+	}
+	names := slices.Sorted(maps.Keys(want))
+	rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	maps.Copy(want, updateSpecs(t, ns, names[:max(1, perRound/4)], func(name string, old webappv1.BookSpec) spec {
+		return spec{title: fmt.Sprintf("%s, round %d", name, r), price: old.Price + int32(r)}
+	}))
+	return batch
 }

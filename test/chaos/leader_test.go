@@ -5,7 +5,6 @@ package chaos_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -18,7 +17,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -47,7 +45,6 @@ func TestLeaderFailover(t *testing.T) {
 	ns := env.Namespace(t)
 	lease := watchLease(t, ns, chaosLease)
 	rounds := config.rounds
-	perRound := max(1, config.books/rounds)
 
 	var procs []*framework.Process
 	startReplica := func() {
@@ -74,18 +71,7 @@ func TestLeaderFailover(t *testing.T) {
 		})
 		before := writesLogged(leader)
 
-		batch := perRound
-		if r == rounds-1 {
-			batch = config.books - perRound*(rounds-1)
-		}
-		maps.Copy(want, createBooks(t, ns, fmt.Sprintf("r%02d", r), batch))
-		if r > 0 {
-			names := slices.Sorted(maps.Keys(want))
-			rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
-			maps.Copy(want, updateSpecs(t, ns, names[:max(1, perRound/4)], func(name string, old webappv1.BookSpec) spec {
-				return spec{title: fmt.Sprintf("%s, round %d", name, r), price: old.Price + int32(r)}
-			}))
-		}
+		batch := workRound(t, ns, rng, want, r, rounds)
 
 		// At least two writes per new Book (ConfigMap, status) are to come.
 		k := 1 + rng.IntN(batch)

@@ -4,13 +4,9 @@ package chaos_test
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"syscall"
 	"testing"
 	"time"
-
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
 // TestControllerProcessKilled runs the controller binary and SIGKILLs it at
@@ -23,23 +19,11 @@ func TestControllerProcessKilled(t *testing.T) {
 	rng := newRand(t)
 	ns := env.Namespace(t)
 	rounds := config.rounds
-	perRound := max(1, config.books/rounds)
 	want := map[string]spec{}
 	var killedDuringStart, killedMidway int
 
 	for r := range rounds {
-		batch := perRound
-		if r == rounds-1 {
-			batch = config.books - perRound*(rounds-1)
-		}
-		maps.Copy(want, createBooks(t, ns, fmt.Sprintf("r%02d", r), batch))
-		if r > 0 {
-			names := slices.Sorted(maps.Keys(want))
-			rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
-			maps.Copy(want, updateSpecs(t, ns, names[:max(1, perRound/4)], func(name string, old webappv1.BookSpec) spec {
-				return spec{title: fmt.Sprintf("%s, round %d", name, r), price: old.Price + int32(r)}
-			}))
-		}
+		batch := workRound(t, ns, rng, want, r, rounds)
 
 		p := startBinary(t, fmt.Sprintf("controller-%02d", r), ns)
 		var how string
