@@ -90,6 +90,9 @@ type Controller struct {
 	// stale data and get a 409; the watch event of the write requeues the key
 	// anyway. See syncBook.
 	statusWrittenFrom sync.Map // cache.ObjectName → string
+	// configMapsCreated maps a Book key to when this controller created its
+	// ConfigMap, until the ConfigMap cache shows it. See expectations.go.
+	configMapsCreated sync.Map // cache.ObjectName → time.Time
 
 	// syncHandler reconciles one key. It is a field so tests can observe
 	// or replace it (to inject a panic, for instance).

@@ -33,11 +33,15 @@ func (c *Controller) bookEventHandler() cache.ResourceEventHandlerFuncs {
 // edit or deletion by someone else is repaired.
 func (c *Controller) configMapEventHandler() cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueueControllingBook,
+		AddFunc: func(obj any) {
+			c.observeConfigMap(obj)
+			c.enqueueControllingBook(obj)
+		},
 		UpdateFunc: func(oldObj, newObj any) {
 			if sameResourceVersion(oldObj, newObj) {
 				return
 			}
+			c.observeConfigMap(newObj)
 			// If the controller reference changed, the previous owner must
 			// learn that it lost its ConfigMap as well.
 			oldCM, ok1 := oldObj.(*corev1.ConfigMap)
@@ -51,7 +55,10 @@ func (c *Controller) configMapEventHandler() cache.ResourceEventHandlerFuncs {
 			}
 			c.enqueueControllingBook(newObj)
 		},
-		DeleteFunc: c.enqueueControllingBook,
+		DeleteFunc: func(obj any) {
+			c.observeConfigMap(obj)
+			c.enqueueControllingBook(obj)
+		},
 	}
 }
 

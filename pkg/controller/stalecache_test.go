@@ -3,9 +3,12 @@ package controller
 import (
 	"strconv"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
@@ -70,4 +73,68 @@ func TestSyncWaitsForCacheToCatchUpWithOwnStatusWrite(t *testing.T) {
 	if n := len(f.statusWrites()); n != 1 {
 		t.Errorf("status writes after a spec change: got %d, want 1", n)
 	}
+}
+
+// TestSyncWaitsForCacheToShowOwnConfigMap: the event of our status write can
+// overtake the ConfigMap's add event. A sync in between sees a Ready Book and
+// no ConfigMap in the cache; it must not create the ConfigMap again (409,
+// then a GET). Once the informer delivers the ConfigMap, syncs act on the
+// cache as usual.
+func TestSyncWaitsForCacheToShowOwnConfigMap(t *testing.T) {
+	book := newBook("demo", 1, "Title", 1)
+	book.ResourceVersion = "1"
+	f := newFixture(t, Options{}, book)
+	bumpResourceVersionOnStatusWrites(f)
+
+	f.mustSync("demo")
+	f.feedBackBook("demo") // the Book's event first; no ConfigMap in the cache yet
+	f.clearActions()
+	f.mustSync("demo")
+	if a := append(f.kubeClient.Actions(), f.bookClient.Actions()...); len(a) != 0 {
+		t.Fatalf("a sync before the ConfigMap reached the cache made requests: %s", describeActions(a))
+	}
+
+	// The add event: the expectation is met, and a sync is a plain no-op.
+	f.feedBackConfigMap("demo")
+	f.c.configMapEventHandler().OnAdd(f.mustGetConfigMap("demo"), false)
+	if _, pending := f.c.configMapsCreated.Load(cache.ObjectName{Namespace: testNamespace, Name: "demo"}); pending {
+		t.Fatal("the ConfigMap's add event did not clear the expectation")
+	}
+	f.clearActions()
+	f.mustSync("demo")
+	f.expectNoWrites()
+
+	// Deleting the ConfigMap now is repaired at once: nothing is awaited.
+	if err := f.kubeClient.CoreV1().ConfigMaps(testNamespace).Delete(t.Context(), "demo", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.feedBackConfigMap("demo")
+	f.mustSync("demo")
+	f.expectConfigMapMatches(f.getBook("demo"))
+}
+
+// TestOwnConfigMapExpectationTimesOut: if the ConfigMap we created is deleted
+// before the informer ever shows it (and a relist skips both events), the
+// expectation must not hide its absence for ever.
+func TestOwnConfigMapExpectationTimesOut(t *testing.T) {
+	book := newBook("demo", 1, "Title", 1)
+	book.ResourceVersion = "1"
+	f := newFixture(t, Options{}, book)
+	bumpResourceVersionOnStatusWrites(f)
+
+	f.mustSync("demo")
+	f.feedBackBook("demo")
+	if err := f.kubeClient.CoreV1().ConfigMaps(testNamespace).Delete(t.Context(), "demo", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	f.clock.Step(CreateObservedTimeout - time.Second)
+	f.mustSync("demo")
+	if cm := f.getConfigMap("demo"); cm != nil {
+		t.Fatal("ConfigMap recreated while its create was still awaited")
+	}
+
+	f.clock.Step(2 * time.Second)
+	f.mustSync("demo")
+	f.expectConfigMapMatches(f.getBook("demo"))
 }

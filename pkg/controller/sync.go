@@ -25,6 +25,7 @@ func (c *Controller) syncBook(ctx context.Context, key cache.ObjectName) error {
 	book, err := c.booksLister.Books(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		c.statusWrittenFrom.Delete(key)
+		c.configMapsCreated.Delete(key)
 		// The garbage collector deletes the ConfigMap through its owner reference.
 		klog.FromContext(ctx).V(4).Info("Book is gone; nothing to do", "book", key)
 		return nil
@@ -44,6 +45,9 @@ func (c *Controller) syncBook(ctx context.Context, key cache.ObjectName) error {
 			return nil
 		}
 		c.statusWrittenFrom.CompareAndDelete(key, from)
+	}
+	if c.awaitingOwnConfigMap(ctx, key) {
+		return nil
 	}
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "book", klog.KObj(book))
 	ctx = klog.NewContext(ctx, logger)
@@ -85,6 +89,7 @@ func (c *Controller) createConfigMap(ctx context.Context, book *webappv1.Book, d
 	client := c.kubeClient.CoreV1().ConfigMaps(book.Namespace)
 	created, err := client.Create(ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
 	if err == nil {
+		c.expectConfigMap(cache.MetaObjectToName(book))
 		klog.FromContext(ctx).V(2).Info("Created ConfigMap")
 		c.recorder.Eventf(book, created, corev1.EventTypeNormal, EventConfigMapCreated, "Create",
 			"Created ConfigMap %s", created.Name)

@@ -1,0 +1,51 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"ydzs.io/book-controller/test/integration/framework"
+)
+
+// TestBurstMakesOneCreateAndOneStatusWritePerBook: the Book and ConfigMap
+// watches race each other, and under load the event of a Book's status write
+// often arrives before the add event of the ConfigMap created just before
+// it. Here the ConfigMap watch lags by 300 ms, so that order is the rule.
+// Each Book must still cost exactly one ConfigMap create and one status
+// write: no create answered 409 AlreadyExists and read back, no status write
+// repeated.
+func TestBurstMakesOneCreateAndOneStatusWritePerBook(t *testing.T) {
+	t.Parallel()
+	const n = 300
+	ns := env.Namespace(t)
+	var counter framework.RequestCounter
+	env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 64,
+		RESTConfig: framework.DelayWatch(counter.Wrap(env.ControllerServiceAccountConfig(t)), "configmaps", 300*time.Millisecond)})
+
+	createBooks(t, ns, n)
+	framework.Eventually(t, fmt.Sprintf("%d Books Ready", n), func(ctx context.Context) (bool, error) {
+		return countReady(ctx, ns) == n, nil
+	})
+	waitQuiet(t, &counter, 2*time.Second)
+
+	configMaps := "/api/v1/namespaces/" + ns + "/configmaps"
+	var creates, statusWrites, singleReads int
+	for _, r := range counter.Requests() {
+		switch {
+		case r.Method == http.MethodPost && r.Path == configMaps:
+			creates++
+		case r.Method == http.MethodPut && strings.HasSuffix(r.Path, "/status"):
+			statusWrites++
+		case r.Method == http.MethodGet && strings.HasPrefix(r.Path, configMaps+"/"):
+			singleReads++
+		}
+	}
+	if creates != n || statusWrites != n || singleReads != 0 {
+		t.Errorf("for %d Books: %d ConfigMap creates, %d status writes, %d ConfigMap reads; want %d, %d, 0",
+			n, creates, statusWrites, singleReads, n, n)
+	}
+}
