@@ -52,6 +52,7 @@ type options struct {
 	twinLogInfo bool
 	kubeconfig  string
 	oursBin     string
+	keep        bool
 }
 
 func main() {
@@ -71,6 +72,7 @@ func main() {
 	flag.StringVar(&o.ourArgs, "our-args", "", "extra arguments for book-controller (space-separated), e.g. for lever experiments")
 	flag.BoolVar(&o.twinLogInfo, "twin-log-info", true, "run the twin with --zap-log-level=info (its scaffold default, development mode, logs every reconcile at debug level)")
 	flag.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "use this cluster instead of starting a local control plane (default $KUBECONFIG; empty: local)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (built binaries, each controller's log) and print its path")
 	flag.StringVar(&o.oursBin, "ours-bin", "", "use this prebuilt book-controller instead of building ./cmd/controller (lever experiments)")
 	flag.Parse()
 	if o.out == "" {
@@ -117,7 +119,11 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
+	if o.keep {
+		defer logf("kept %s (binaries and controller logs)", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
 	e := &env{o: o, work: work, res: res}
 
 	// Build both controllers the way the Makefile does, one after the other.

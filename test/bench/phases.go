@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -308,6 +312,11 @@ func (e *env) livePhase(ctx context.Context, name string, s controllerSpec, pace
 	e.finishCPU(p, cpu0)
 	p.finishReady(t0, w.readyAt)
 	p.latencies(createdAt, w.readyAt)
+	if e.o.keep {
+		if err := writeTimes(filepath.Join(e.work, name+"-times.csv"), t0, createdAt, w.readyAt); err != nil {
+			return p, err
+		}
+	}
 	p.ConfigMaps = e.countConfigMaps(ctx, p.Namespace)
 	time.Sleep(time.Second) // let the last events and watch updates land
 	collect(p, pr)
@@ -588,4 +597,16 @@ func (p *Phase) latencies(createdAt, readyAt map[string]time.Time) {
 	}
 	q := func(f float64) float64 { return round(ls[min(len(ls)-1, int(f*float64(len(ls))))], 1) }
 	p.LatencyP50Ms, p.LatencyP99Ms, p.LatencyMaxMs = q(0.5), q(0.99), round(ls[len(ls)-1], 1)
+}
+
+// writeTimes writes, per Book, when its Create returned and when it was seen
+// Ready, in seconds from t0: for looking into a latency tail by hand.
+func writeTimes(path string, t0 time.Time, createdAt, readyAt map[string]time.Time) error {
+	var b strings.Builder
+	b.WriteString("book,created,ready\n")
+	names := slices.Sorted(maps.Keys(createdAt))
+	for _, n := range names {
+		fmt.Fprintf(&b, "%s,%.3f,%.3f\n", n, createdAt[n].Sub(t0).Seconds(), readyAt[n].Sub(t0).Seconds())
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
