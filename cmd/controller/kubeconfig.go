@@ -39,8 +39,30 @@ func restConfig(o *options) (*rest.Config, error) {
 			return nil, fmt.Errorf("kubeconfig %q is not usable (%v): fix the file or pass another with --kubeconfig", path, err)
 		}
 	}
+	if err := checkServerAddress(cfg, o.master); err != nil {
+		return nil, err
+	}
 	cfg.UserAgent = userAgent
 	cfg.QPS = o.qps
 	cfg.Burst = o.burst
 	return cfg, nil
+}
+
+// checkServerAddress rejects an API server address client-go could not use,
+// naming where it came from; otherwise the first request fails with a bare
+// URL parse error.
+func checkServerAddress(cfg *rest.Config, master string) error {
+	source := "the kubeconfig's server"
+	fix := "fix the cluster's server in the kubeconfig"
+	if master != "" {
+		source, fix = "--master", "pass a URL such as https://host:6443"
+	}
+	u, _, err := rest.DefaultServerUrlFor(cfg)
+	if err == nil && u.Scheme != "http" && u.Scheme != "https" {
+		err = fmt.Errorf("scheme %q is not http or https", u.Scheme)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %q is not a valid API server address (%v): %s", source, cfg.Host, err, fix)
+	}
+	return nil
 }

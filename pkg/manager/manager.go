@@ -92,6 +92,12 @@ func Run(ctx context.Context, cfg Config) error {
 	var watchdog *leaderelection.HealthzAdaptor
 	if le.Enabled {
 		le = withLeaderElectionDefaults(le)
+		if err := PreflightLease(ctx, kubeClient.CoordinationV1(), le.Namespace, le.ID); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
 		// A leader that has not renewed for this long past its lease is
 		// stuck; /healthz fails so the kubelet restarts it.
 		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)

@@ -10,7 +10,10 @@ import (
 	"net/url"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
@@ -73,5 +76,28 @@ func rootCause(err error) string {
 			return err.Error()
 		}
 		err = next
+	}
+}
+
+// PreflightLease checks that this process can hold the leader-election Lease:
+// that its namespace exists and that we may create Leases there. client-go's
+// leader elector would retry either failure for ever, logging each attempt,
+// while the replica sits idle. The check is a dry-run create, so it writes
+// nothing and needs no permission beyond the one leader election needs.
+func PreflightLease(ctx context.Context, client coordinationv1client.LeasesGetter, namespace, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
+	defer cancel()
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	_, err := client.Leases(namespace).Create(ctx, lease, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case err == nil, apierrors.IsAlreadyExists(err):
+		return nil
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("--leader-elect-namespace %q does not exist: create it, or pass the namespace the controller runs in", namespace)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("not allowed to hold the Lease %s/%s (%s): bind the controller's leader-election Role in namespace %q, or pass another --leader-elect-namespace",
+			namespace, name, apierrors.ReasonForError(err), namespace)
+	default:
+		return fmt.Errorf("checking the leader-election Lease %s/%s: %w", namespace, name, err)
 	}
 }

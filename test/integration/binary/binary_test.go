@@ -97,6 +97,11 @@ func TestBadInputEndsInOneLine(t *testing.T) {
 			c.Server = "https://127.0.0.1:1"
 		}
 	})
+	badServer := env.EditedKubeconfig(t, dir, "bad-server", func(cfg *clientcmdapi.Config) {
+		for _, c := range cfg.Clusters {
+			c.Server = "ftp://127.0.0.1:6443"
+		}
+	})
 	garbage := filepath.Join(dir, "garbage")
 	if err := os.WriteFile(garbage, []byte("this is not a kubeconfig"), 0o600); err != nil {
 		t.Fatal(err)
@@ -111,6 +116,9 @@ func TestBadInputEndsInOneLine(t *testing.T) {
 		{"malformed kubeconfig", []string{"--kubeconfig", garbage}, "is not usable"},
 		{"wrong credentials", []string{"--kubeconfig", badToken}, "401 Unauthorized"},
 		{"unreachable server", []string{"--kubeconfig", unreachable}, "cannot reach the API server"},
+		{"malformed --master", []string{"--master", "http://[::1"}, `--master "http://[::1" is not a valid API server address`},
+		{"--master with another scheme", []string{"--master", "ftp://x", "--kubeconfig", unreachable}, `--master "ftp://x" is not a valid API server address`},
+		{"kubeconfig server with another scheme", []string{"--kubeconfig", badServer}, `the kubeconfig's server "ftp://127.0.0.1:6443" is not a valid`},
 		{"negative workers", []string{"--workers=-1"}, "--workers must be at least 1"},
 		{"bad duration", []string{"--resync-period", "soon"}, "--resync-period"},
 		{"unknown flag", []string{"--colour"}, "unknown flag: --colour"},

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"ydzs.io/book-controller/pkg/manager"
 	"ydzs.io/book-controller/test/integration/framework"
@@ -122,4 +125,45 @@ func earliest(rs []framework.Request) time.Time {
 		}
 	}
 	return t
+}
+
+// TestLeaseThatCannotBeHeldFailsAtStart: a Lease namespace that does not
+// exist, or one where the controller's Role is not bound, would leave the
+// replica retrying for ever. It must stop at once with an error that names
+// the namespace and the fix, having written nothing.
+func TestLeaseThatCannotBeHeldFailsAtStart(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		cfg       *rest.Config
+		namespace string
+		want      string
+	}{
+		{"namespace missing", env.RESTConfig(), "no-such-namespace",
+			`--leader-elect-namespace "no-such-namespace" does not exist`},
+		{"no Role bound there", env.ControllerServiceAccountConfig(t), env.Namespace(t),
+			`not allowed to hold the Lease`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			le := testLeaderElection("lease-check", "replica")
+			le.Namespace = tc.namespace
+			ctx, cancel := context.WithTimeout(context.Background(), framework.Timeout)
+			defer cancel()
+			err := manager.Run(ctx, manager.Config{RESTConfig: tc.cfg, Workers: 1,
+				LeaderElection: le, MetricsAddr: "0", ProbeAddr: "0"})
+			if ctx.Err() != nil {
+				t.Fatal("manager.Run kept retrying instead of failing")
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("manager.Run: got %v, want an error containing %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error spans several lines: %q", err)
+			}
+			if _, err := env.Kube.CoordinationV1().Leases(tc.namespace).Get(ctx, "lease-check", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("a Lease lease-check exists in %s after the check (err %v)", tc.namespace, err)
+			}
+		})
+	}
 }
