@@ -19,7 +19,8 @@ import (
 
 // TestBinary walks the binary through a user's first contact: started before
 // the CRD exists, it must refuse with the install hint; once the CRD is in,
-// it must reconcile, and on SIGTERM it must drain and exit 0.
+// it must reconcile, and on SIGTERM it must drain and exit 0; a second
+// SIGTERM during the drain must end it at once.
 func TestBinary(t *testing.T) {
 	kubeconfig := env.Cluster.KubeconfigPath()
 
@@ -34,6 +35,8 @@ func TestBinary(t *testing.T) {
 	if err := framework.InstallCRD(context.Background(), env.Extensions); err != nil {
 		t.Fatal(err)
 	}
+
+	t.Run("a second SIGTERM during the drain exits at once", testSecondSignalExitsAtOnce)
 
 	t.Run("reconciles and exits 0 on SIGTERM", func(t *testing.T) {
 		ns := env.Namespace(t)

@@ -1,0 +1,125 @@
+package binary_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"ydzs.io/book-controller/test/integration/framework"
+)
+
+// testSecondSignalExitsAtOnce: the first SIGTERM starts a drain that waits
+// (up to 20 s) for in-flight writes; an operator who sends a second one
+// wants out now. A proxy in front of the API server holds the controller's
+// ConfigMap create, so a write is in flight when the signals arrive.
+func testSecondSignalExitsAtOnce(t *testing.T) {
+	ns := env.Namespace(t)
+	held := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	proxy := holdingProxy(t, env.RESTConfig(), func(r *http.Request) bool {
+		return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/configmaps")
+	}, held, release)
+	kubeconfig := env.EditedKubeconfig(t, t.TempDir(), "via-proxy", func(cfg *clientcmdapi.Config) {
+		for _, c := range cfg.Clusters {
+			c.Server, c.CertificateAuthorityData = proxy.URL, nil
+		}
+	})
+
+	cmd := exec.Command(binary, "--kubeconfig", kubeconfig, "--namespace", ns,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+
+	if _, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
+		framework.NewBook(ns, "held", "kubernetes", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held:
+	case <-time.After(framework.Timeout):
+		t.Fatalf("the controller never tried to create the ConfigMap\n%s", out.String())
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("exited (%v) on the first SIGTERM with a write in flight; want a drain\n%s", err, out.String())
+	case <-time.After(time.Second):
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if code := cmd.ProcessState.ExitCode(); code != 1 {
+			t.Errorf("exit code after the second SIGTERM: %d (%v), want 1", code, err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatalf("still running 3s after the second SIGTERM\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "send another to exit immediately") {
+		t.Errorf("the first SIGTERM was not announced:\n%s", out.String())
+	}
+}
+
+// holdingProxy forwards to the API server of cfg, except that requests
+// matching hold wait until release is closed (then fail with 503); held
+// receives a value when the first one arrives.
+func holdingProxy(t *testing.T, cfg *rest.Config, hold func(*http.Request) bool, held chan<- struct{}, release <-chan struct{}) *httptest.Server {
+	t.Helper()
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, err := rest.TransportFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = transport
+	rp.FlushInterval = -1 // watches stream
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hold(r) {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		http.Error(w, "held by the test", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
