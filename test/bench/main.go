@@ -63,7 +63,7 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 0, "book-controller --workers, and the twin's --max-concurrent-reconciles in the same-workers run; 0: book-controller's default")
 	flag.StringVar(&o.qps, "kube-api-qps", "", "book-controller --kube-api-qps (empty: its default)")
 	flag.StringVar(&o.burst, "kube-api-burst", "", "book-controller --kube-api-burst (empty: its default)")
-	flag.Float64Var(&o.pacedRate, "paced-rate", 0, "also run book-controller with Books created at this many per second (0: skip)")
+	flag.Float64Var(&o.pacedRate, "paced-rate", 100, "also run book-controller with Books created at this many per second (0: skip)")
 	flag.StringVar(&o.phases, "phases", "all", "comma-separated phases to run: "+strings.Join(allPhases, ","))
 	flag.Float64Var(&o.maxBusy, "max-busy", 0.6, "before each phase, wait (up to 2 min) until the machine's other work uses fewer than this many cores")
 	flag.Float64Var(&o.maxLoad, "max-load", 1.5, "before starting, wait (up to 5 min) until the 1-minute load average is below this")
