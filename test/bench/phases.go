@@ -369,11 +369,10 @@ func (e *env) backlogPhase(ctx context.Context, name string, s controllerSpec) (
 // ceilingPhase: N pre-created Books, then exactly the writes each needs —
 // create its ConfigMap, write its status — at concurrency C, with no cache,
 // no queue, no events. Ready is observed the same way as for controllers.
-func (e *env) ceilingPhase(ctx context.Context, withEvents bool) (*Phase, error) {
-	p := &Phase{Name: "ceiling", Mode: "ceiling", Controller: "load generator (in bench)", Workers: e.o.c,
+func (e *env) ceilingPhase(ctx context.Context, name string, withEvents bool) (*Phase, error) {
+	p := &Phase{Name: name, Mode: "ceiling", Controller: "load generator (in bench)", Workers: e.o.c,
 		ClientLimit: "none", N: e.o.n, C: e.o.c}
 	if withEvents {
-		p.Name = "ceiling-events"
 		p.Controller = "load generator + 1 Event per Book"
 	}
 	if err := e.prepare(ctx, p); err != nil {

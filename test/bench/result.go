@@ -19,15 +19,17 @@ var selfPid = os.Getpid()
 
 // Result is everything one bench run measured; it is written as JSON.
 type Result struct {
-	Started  string   `json:"started"`
-	Finished string   `json:"finished"`
-	Machine  Machine  `json:"machine"`
-	Cluster  string   `json:"cluster"`
-	N        int      `json:"n"`
-	C        int      `json:"c"`
-	Phases   []*Phase `json:"phases"`
-	Restart  *Restart `json:"restart,omitempty"`
-	Ratios   []Ratio  `json:"ratios"`
+	Started  string  `json:"started"`
+	Finished string  `json:"finished"`
+	Machine  Machine `json:"machine"`
+	Cluster  string  `json:"cluster"`
+	N        int     `json:"n"`
+	C        int     `json:"c"`
+	// WarmUp tells whether an unmeasured load-generator round ran first.
+	WarmUp  bool     `json:"warmUp"`
+	Phases  []*Phase `json:"phases"`
+	Restart *Restart `json:"restart,omitempty"`
+	Ratios  []Ratio  `json:"ratios"`
 }
 
 type Machine struct {
@@ -228,6 +230,9 @@ func markdown(r *Result, charts map[string]string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "N = %d Books per phase, client concurrency C = %d; %d cores (%s), %s, %s; load average at start %s; %s.\n\n",
 		r.N, r.C, r.Machine.Cores, r.Machine.CPU, r.Machine.GoVersion, r.Machine.OS, r.Machine.LoadAvgStart, r.Started)
+	if r.WarmUp {
+		fmt.Fprintf(&b, "An unmeasured warm-up round (the load generator over %d Books) ran before the phases.\n\n", r.N)
+	}
 	fmt.Fprintln(&b, "| Phase | Controller (workers; client limit) | Books/s | Converged (s) | create→Ready p50 / p99 (ms) | CPU (s) | Peak RSS | Peak heap in use | Requests by verb | Writes |")
 	fmt.Fprintln(&b, "|---|---|--:|--:|--:|--:|--:|--:|---|--:|")
 	for _, p := range r.Phases {
