@@ -33,7 +33,8 @@ func (c *Controller) expectConfigMap(key cache.ObjectName) {
 }
 
 // observeConfigMap forgets the expectation for a ConfigMap the informer has
-// delivered, whatever the event: the cache now speaks for it.
+// delivered, whatever the event: the cache now speaks for it. A Book's
+// ConfigMap has the Book's namespace and name, so the keys are the same.
 func (c *Controller) observeConfigMap(obj any) {
 	key, err := cache.DeletionHandlingObjectToName(obj)
 	if err != nil {
