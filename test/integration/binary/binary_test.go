@@ -41,21 +41,8 @@ func TestBinary(t *testing.T) {
 	t.Run("reconciles and exits 0 on SIGTERM", func(t *testing.T) {
 		ns := env.Namespace(t)
 		metricsAddr, probeAddr := framework.FreeAddr(t), framework.FreeAddr(t)
-		cmd := exec.Command(binary, "-kubeconfig", kubeconfig, "--namespace", ns,
+		proc := framework.StartProcess(t, "book-controller", binary, "-kubeconfig", kubeconfig, "--namespace", ns,
 			"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		t.Cleanup(func() {
-			if cmd.ProcessState == nil {
-				_ = cmd.Process.Kill()
-				<-done
-			}
-		})
 
 		if _, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
 			framework.NewBook(ns, "book-sample", "kubernetes", 100), metav1.CreateOptions{}); err != nil {
@@ -71,16 +58,15 @@ func TestBinary(t *testing.T) {
 			t.Errorf("book_controller_reconcile_total{result=success} = %v (%v), want at least 1", v, err)
 		}
 
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		if err := proc.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("exit after SIGTERM: %v\n%s", err, out.String())
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("still running 30s after SIGTERM\n%s", out.String())
+		code, err := proc.Wait(30 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != 0 {
+			t.Fatalf("exit code after SIGTERM: %d, want 0", code)
 		}
 	})
 }

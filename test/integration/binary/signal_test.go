@@ -1,13 +1,11 @@
 package binary_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,21 +36,8 @@ func testSecondSignalExitsAtOnce(t *testing.T) {
 		}
 	})
 
-	cmd := exec.Command(binary, "--kubeconfig", kubeconfig, "--namespace", ns,
+	proc := framework.StartProcess(t, "book-controller", binary, "--kubeconfig", kubeconfig, "--namespace", ns,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
 
 	if _, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
 		framework.NewBook(ns, "held", "kubernetes", 1), metav1.CreateOptions{}); err != nil {
@@ -61,31 +46,28 @@ func testSecondSignalExitsAtOnce(t *testing.T) {
 	select {
 	case <-held:
 	case <-time.After(framework.Timeout):
-		t.Fatalf("the controller never tried to create the ConfigMap\n%s", out.String())
+		t.Fatal("the controller never tried to create the ConfigMap")
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := proc.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		t.Fatalf("exited (%v) on the first SIGTERM with a write in flight; want a drain\n%s", err, out.String())
-	case <-time.After(time.Second):
+	if code, err := proc.Wait(time.Second); err == nil {
+		t.Fatalf("exited (code %d) on the first SIGTERM with a write in flight; want a drain", code)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := proc.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if code := cmd.ProcessState.ExitCode(); code != 1 {
-			t.Errorf("exit code after the second SIGTERM: %d (%v), want 1", code, err)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatalf("still running 3s after the second SIGTERM\n%s", out.String())
+	code, err := proc.Wait(3 * time.Second)
+	if err != nil {
+		t.Fatalf("second SIGTERM: %v", err)
 	}
-	if !strings.Contains(out.String(), "send another to exit immediately") {
-		t.Errorf("the first SIGTERM was not announced:\n%s", out.String())
+	if code != 1 {
+		t.Errorf("exit code after the second SIGTERM: %d, want 1", code)
+	}
+	if proc.CountLines("send another to exit immediately") == 0 {
+		t.Error("the first SIGTERM was not announced")
 	}
 }
 
