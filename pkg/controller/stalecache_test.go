@@ -32,16 +32,24 @@ func bumpResourceVersionOnStatusWrites(f *fixture) {
 	})
 }
 
+// newVersionedFixture holds one Book "demo" at resourceVersion 1, whose
+// status writes get new resourceVersions as on a real API server: what the
+// cache-lag tests need to tell a stale copy from a current one.
+func newVersionedFixture(t *testing.T) *fixture {
+	book := newBook("demo", 1, "Title", 1)
+	book.ResourceVersion = "1"
+	f := newFixture(t, Options{}, book)
+	bumpResourceVersionOnStatusWrites(f)
+	return f
+}
+
 // TestSyncWaitsForCacheToCatchUpWithOwnStatusWrite: right after our status
 // write the cache still holds the Book it was computed from. A sync then
 // (the ConfigMap's add event usually comes first) must not act on that stale
 // copy, which would only earn a 409; once the cache shows the written
 // version, syncs proceed, and a real change is acted on.
 func TestSyncWaitsForCacheToCatchUpWithOwnStatusWrite(t *testing.T) {
-	book := newBook("demo", 1, "Title", 1)
-	book.ResourceVersion = "1"
-	f := newFixture(t, Options{}, book)
-	bumpResourceVersionOnStatusWrites(f)
+	f := newVersionedFixture(t)
 
 	f.mustSync("demo")
 	if n := len(f.statusWrites()); n != 1 {
@@ -81,10 +89,7 @@ func TestSyncWaitsForCacheToCatchUpWithOwnStatusWrite(t *testing.T) {
 // then a GET). Once the informer delivers the ConfigMap, syncs act on the
 // cache as usual.
 func TestSyncWaitsForCacheToShowOwnConfigMap(t *testing.T) {
-	book := newBook("demo", 1, "Title", 1)
-	book.ResourceVersion = "1"
-	f := newFixture(t, Options{}, book)
-	bumpResourceVersionOnStatusWrites(f)
+	f := newVersionedFixture(t)
 
 	f.mustSync("demo")
 	f.feedBackBook("demo") // the Book's event first; no ConfigMap in the cache yet
@@ -117,10 +122,7 @@ func TestSyncWaitsForCacheToShowOwnConfigMap(t *testing.T) {
 // before the informer ever shows it (and a relist skips both events), the
 // expectation must not hide its absence for ever.
 func TestOwnConfigMapExpectationTimesOut(t *testing.T) {
-	book := newBook("demo", 1, "Title", 1)
-	book.ResourceVersion = "1"
-	f := newFixture(t, Options{}, book)
-	bumpResourceVersionOnStatusWrites(f)
+	f := newVersionedFixture(t)
 
 	f.mustSync("demo")
 	f.feedBackBook("demo")
