@@ -83,16 +83,9 @@ type Controller struct {
 	conflictRecheck time.Duration
 	drainTimeout    time.Duration
 
-	// statusWrittenFrom maps a Book key to the resourceVersion its last
-	// status write started from, until the cache shows a newer one. While the
-	// cache still holds that version it lags our own write, and a sync (say,
-	// after the ConfigMap's add event) would compute the status again from
-	// stale data and get a 409; the watch event of the write requeues the key
-	// anyway. See syncBook.
-	statusWrittenFrom sync.Map // cache.ObjectName → string
-	// configMapsCreated maps a Book key to when this controller created its
-	// ConfigMap, until the ConfigMap cache shows it. See expectations.go.
-	configMapsCreated sync.Map // cache.ObjectName → time.Time
+	// Our own writes that the caches have yet to show; see expectations.go.
+	statusWrittenFrom sync.Map // Book key → resourceVersion the status write started from
+	configMapsCreated sync.Map // Book key → when we created its ConfigMap
 
 	// syncHandler reconciles one key. It is a field so tests can observe
 	// or replace it (to inject a panic, for instance).

@@ -24,8 +24,7 @@ const FieldManager = "book-controller"
 func (c *Controller) syncBook(ctx context.Context, key cache.ObjectName) error {
 	book, err := c.booksLister.Books(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
-		c.statusWrittenFrom.Delete(key)
-		c.configMapsCreated.Delete(key)
+		c.forgetExpectations(key)
 		// The garbage collector deletes the ConfigMap through its owner reference.
 		klog.FromContext(ctx).V(4).Info("Book is gone; nothing to do", "book", key)
 		return nil
@@ -36,17 +35,7 @@ func (c *Controller) syncBook(ctx context.Context, key cache.ObjectName) error {
 	if book.DeletionTimestamp != nil {
 		return nil
 	}
-	if from, ok := c.statusWrittenFrom.Load(key); ok {
-		if from == book.ResourceVersion {
-			// The cache has not caught up with the status we just wrote: any
-			// decision now would be made on stale data. The write's watch
-			// event brings the Book back with a newer resourceVersion.
-			klog.FromContext(ctx).V(4).Info("Cache behind our status write; waiting for its event", "book", key)
-			return nil
-		}
-		c.statusWrittenFrom.CompareAndDelete(key, from)
-	}
-	if c.awaitingOwnConfigMap(ctx, key) {
+	if c.cacheBehindOwnWrites(ctx, book) {
 		return nil
 	}
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "book", klog.KObj(book))
@@ -146,9 +135,7 @@ func (c *Controller) syncStatus(ctx context.Context, book *webappv1.Book, ready 
 	if err != nil {
 		return fmt.Errorf("updating status of Book %s: %w", klog.KObj(book), err)
 	}
-	if book.ResourceVersion != "" && written.ResourceVersion != book.ResourceVersion {
-		c.statusWrittenFrom.Store(cache.MetaObjectToName(book), book.ResourceVersion)
-	}
+	c.expectStatus(book, written)
 	klog.FromContext(ctx).V(2).Info("Updated status", "ready", ready.Status, "reason", ready.Reason)
 
 	// Warn once per episode, when the Book enters the conflict, not on every
