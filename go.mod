@@ -7,6 +7,7 @@ require (
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.70.0
 	github.com/spf13/pflag v1.1.0
+	go.uber.org/goleak v1.3.0
 	golang.org/x/time v0.15.0
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.2

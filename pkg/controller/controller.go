@@ -83,6 +83,10 @@ type Controller struct {
 	conflictRecheck time.Duration
 	drainTimeout    time.Duration
 
+	// aborted ends when Abort is called, with its cause; see Abort.
+	aborted context.Context
+	abort   context.CancelCauseFunc
+
 	// Our own writes that the caches have yet to show; see expectations.go.
 	statusWrittenFrom sync.Map // Book key → resourceVersion the status write started from
 	configMapsCreated sync.Map // Book key → when we created its ConfigMap
@@ -130,6 +134,7 @@ func New(
 		conflictRecheck: opts.ConflictRecheck,
 		drainTimeout:    opts.DrainTimeout,
 	}
+	c.aborted, c.abort = context.WithCancelCause(context.Background())
 	c.syncHandler = c.syncBook
 	metrics.InitController(Name)
 
@@ -148,67 +153,101 @@ func New(
 	return c, nil
 }
 
-// ErrAbort, as the cause of Run's context (context.WithCancelCause), makes
-// Run stop its workers at once instead of draining the queue: for when this
-// process has lost the right to write, as on losing leader election.
-var ErrAbort = errors.New("controller aborted")
-
 // Run waits for the caches, starts workers goroutines and blocks until ctx
 // ends. Then it stops taking new keys, lets the workers finish what is
-// queued (up to the drain timeout), waits for them and returns. If ctx was
-// cancelled with cause ErrAbort, in-flight work is cancelled instead.
+// queued (up to the drain timeout), waits for them and returns. Abort cuts
+// any of this short: before the caches sync, while the workers run, or in
+// the middle of the drain.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
+	defer c.queue.ShutDown()
 	logger := klog.FromContext(ctx)
 	if workers < 1 {
 		return fmt.Errorf("workers must be at least 1, got %d", workers)
 	}
 
 	logger.Info("Waiting for informer caches to sync")
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.booksSynced, c.configMapsSynced) {
-		c.queue.ShutDown()
-		if ctx.Err() != nil {
-			return nil
-		}
+	syncCtx, stopSync := context.WithCancel(ctx)
+	defer stopSync()
+	stopOnAbort := context.AfterFunc(c.aborted, stopSync)
+	defer stopOnAbort()
+	synced := cache.WaitForNamedCacheSyncWithContext(syncCtx, c.booksSynced, c.configMapsSynced)
+	// WaitForCacheSync looks at the caches before it looks at the context,
+	// so warm caches report success even when Run was asked to stop (or
+	// aborted) before it began: a standby told to stop as it takes the
+	// Lease must not start workers.
+	if syncCtx.Err() != nil {
+		return nil
+	}
+	if !synced {
 		return errors.New("informer caches did not sync")
 	}
 
 	// Workers get a context of their own so that a shutdown lets in-flight
-	// writes finish instead of failing them all at once.
-	workerCtx, cancelWorkers := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWorkers()
+	// writes finish instead of failing them all at once; only Abort and the
+	// drain timeout cancel it.
+	workerCtx, cancelWorkers := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelWorkers(nil)
 	var wg sync.WaitGroup
 	logger.Info("Starting workers", "count", workers)
 	for range workers {
 		wg.Go(func() { c.runWorker(workerCtx) })
 	}
 
-	<-ctx.Done()
-	if errors.Is(context.Cause(ctx), ErrAbort) {
-		// Leadership is gone: another replica may already be writing, so
-		// nothing more may be written from here, not even queued work.
-		logger.Info("Stopping workers at once", "cause", context.Cause(ctx), "depth", c.queue.Len())
-		cancelWorkers()
-		c.queue.ShutDown()
-		wg.Wait()
-		return nil
-	}
-	logger.Info("Shutting down: draining the work queue", "depth", c.queue.Len(), "timeout", c.drainTimeout)
-	drained := make(chan struct{})
-	go func() {
-		c.queue.ShutDownWithDrain()
-		close(drained)
-	}()
 	select {
-	case <-drained:
-	case <-time.After(c.drainTimeout):
-		logger.Info("Drain timed out; cancelling in-flight work", "depth", c.queue.Len())
-		cancelWorkers()
-		c.queue.ShutDown()
+	case <-ctx.Done():
+		c.drain(ctx, &wg, cancelWorkers)
+	case <-c.aborted.Done():
+		logger.Info("Stopping workers at once", "cause", context.Cause(c.aborted), "depth", c.queue.Len())
+		cancelWorkers(context.Cause(c.aborted))
 	}
+	c.queue.ShutDown()
 	wg.Wait()
 	logger.Info("Workers stopped")
 	return nil
+}
+
+// drain stops the queue taking new keys and waits until the workers have
+// finished the keys queued and in flight, for at most the drain timeout and
+// only until Abort: then the syncs in flight are cancelled and the keys
+// left are dropped.
+func (c *Controller) drain(ctx context.Context, workers *sync.WaitGroup, cancelWorkers context.CancelCauseFunc) {
+	logger := klog.FromContext(ctx)
+	logger.Info("Shutting down: draining the work queue", "depth", c.queue.Len(), "timeout", c.drainTimeout)
+	// Workers keep taking keys from a shut-down queue until it is empty.
+	c.queue.ShutDown()
+	stopped := make(chan struct{}) // closed by the goroutine below once every worker has returned
+	go func() {
+		defer close(stopped)
+		workers.Wait()
+	}()
+	timeout := time.NewTimer(c.drainTimeout)
+	defer timeout.Stop()
+	select {
+	case <-stopped:
+		return
+	case <-timeout.C:
+		logger.Info("Drain timed out; cancelling in-flight work", "depth", c.queue.Len())
+		cancelWorkers(errDrainTimeout)
+	case <-c.aborted.Done():
+		logger.Info("Drain aborted; cancelling in-flight work", "cause", context.Cause(c.aborted), "depth", c.queue.Len())
+		cancelWorkers(context.Cause(c.aborted))
+	}
+	<-stopped
+}
+
+var errDrainTimeout = errors.New("drain timed out")
+
+// Abort stops the controller at once, for when this process has lost the
+// right to write (it lost the leader-election Lease): Run cancels the syncs
+// in flight, drops the queued keys and returns, also in the middle of a
+// drain, and a Run that has not started its workers returns without
+// starting them. Abort also shuts the work queue down, which releases its
+// goroutines when Run is never called. Safe to call at any time, more than
+// once; the first cause is the one reported.
+func (c *Controller) Abort(cause error) {
+	c.abort(cause)
+	c.queue.ShutDown()
 }
 
 // HasSynced reports whether both caches hold their initial lists and the
@@ -217,9 +256,11 @@ func (c *Controller) HasSynced() bool {
 	return c.booksSynced() && c.configMapsSynced()
 }
 
-// runWorker drains the queue until it shuts down.
+// runWorker drains the queue until it shuts down, or until its context is
+// cancelled (Abort, drain timeout): then the keys left are not synced at all,
+// rather than each failing on the cancelled context.
 func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
+	for ctx.Err() == nil && c.processNextWorkItem(ctx) {
 	}
 }
 

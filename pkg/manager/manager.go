@@ -1,30 +1,33 @@
 // Package manager wires the Book controller into a running process: API
-// clients, informers, events and the controller's Run. It is the
-// hand-written counterpart of controller-runtime's Manager, and is what both
-// cmd/controller and the integration tests start.
+// clients, informers, events, leader election and the controller's Run. It
+// is the hand-written counterpart of controller-runtime's Manager, and is
+// what both cmd/controller and the integration tests start.
 package manager
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
+	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"ydzs.io/book-controller/pkg/controller"
-	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
+	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions"
 	"ydzs.io/book-controller/pkg/metrics"
 )
 
-// Config is everything Run needs. Zero values of the optional fields pick
-// the documented defaults.
+// Config is everything Run needs. Defaults() holds the settings of the
+// book-controller command; in a Config built by hand, zero Workers and zero
+// leader-election fields pick those defaults too (other zero values mean
+// "off", as documented on each field).
 type Config struct {
 	// RESTConfig reaches the API server; QPS and Burst are taken as given.
+	// Its UserAgent (default "book-controller") is sent followed by the
+	// replica's identity.
 	RESTConfig *rest.Config
 	// Namespace limits the controller to one namespace; empty means all.
 	Namespace string
@@ -49,99 +52,186 @@ type Config struct {
 }
 
 // Run checks that the API server is usable, starts the informers and the
-// controller, and blocks until ctx ends and the controller has drained.
+// controller (only while holding the Lease, with leader election), and
+// blocks until ctx ends and the controller has drained, or until leadership
+// is lost (an error wrapping ErrLeaderElectionLost). Every goroutine and
+// connection it started is gone when it returns.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.RESTConfig == nil {
 		return errors.New("manager: RESTConfig is required")
 	}
-	logger := klog.FromContext(ctx)
+	m := &manager{cfg: withDefaults(cfg), clock: clock.RealClock{}}
+	defer m.stop()
 
-	kubeClient, err := kubernetes.NewForConfig(coreTypesConfig(cfg.RESTConfig))
-	if err != nil {
-		return fmt.Errorf("creating Kubernetes client: %w", err)
+	steps := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"connect", m.connect},                      // clients; writers behind the fence
+		{"preflight", m.preflight},                  // API reachable, CRD installed, Lease holdable
+		{"build the controller", m.buildController}, // Events, informers' handlers, queue
+		{"serve endpoints", m.serveEndpoints},       // /metrics, /healthz, /readyz
+		{"start informers", m.startInformers},       // warm caches, also on a standby
 	}
-	bookClient, err := versioned.NewForConfig(cfg.RESTConfig)
-	if err != nil {
-		return fmt.Errorf("creating Book client: %w", err)
-	}
-	if err := Preflight(ctx, cfg.RESTConfig.Host, kubeClient.Discovery().RESTClient()); err != nil {
-		if ctx.Err() != nil {
-			// Asked to stop while checking: a clean stop, not a failure.
-			return nil
-		}
-		return err
-	}
-
-	// Events outlive ctx by the drain: the last syncs may still report.
-	eventCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopEvents()
-	recorder, err := controller.NewEventRecorder(eventCtx, kubeClient, cfg.EventQPS, cfg.EventBurst)
-	if err != nil {
-		return err
-	}
-
-	kubeFactory, bookFactory := controller.NewInformerFactories(kubeClient, bookClient, cfg.Namespace, cfg.ResyncPeriod)
-	bookInformer := bookFactory.Webapp().V1().Books()
-	c, err := controller.New(kubeClient, bookClient, bookInformer, kubeFactory.Core().V1().ConfigMaps(),
-		recorder, cfg.Controller)
-	if err != nil {
-		return err
-	}
-
-	le := cfg.LeaderElection
-	var watchdog *leaderelection.HealthzAdaptor
-	if le.Enabled {
-		le = withLeaderElectionDefaults(le)
-		if err := PreflightLease(ctx, kubeClient.CoordinationV1(), le.Namespace, le.ID); err != nil {
-			if ctx.Err() != nil {
-				return nil
+	for _, step := range steps {
+		if err := step.run(ctx); err != nil {
+			if errors.Is(err, errStopped) {
+				return nil // asked to stop while starting: a clean stop, not a failure
 			}
 			return err
 		}
-		// A leader that has not renewed for this long past its lease is
-		// stuck; /healthz fails so the kubelet restarts it.
-		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	}
-	own := newManagerMetrics(le, bookInformer.Lister())
-	metricsServer, err := listen("--metrics-bind-address", cfg.MetricsAddr, metrics.Handler(own.registry))
-	if err != nil {
-		return err
-	}
-	probeServer, err := listen("--health-probe-bind-address", cfg.ProbeAddr, probeHandler(c.HasSynced, watchdog))
-	if err != nil {
-		metricsServer.close()
-		return err
-	}
-	// The endpoints stay up through the drain and stop when Run returns.
-	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopServing()
-	metricsServer.serve(serveCtx)
-	probeServer.serve(serveCtx)
-
-	// Informers start before leadership is decided, so a standby replica
-	// has warm caches the moment it takes over.
-	kubeFactory.Start(ctx.Done())
-	bookFactory.Start(ctx.Done())
-	defer kubeFactory.Shutdown()
-	defer bookFactory.Shutdown()
-
-	logger.Info("Starting Book controller", "namespace", namespaceOrAll(cfg.Namespace), "workers", cfg.Workers,
-		"leaderElection", le.Enabled)
-	if !le.Enabled {
-		own.leader.Set(1)
-		return c.Run(ctx, cfg.Workers)
-	}
-	return runLeading(ctx, le, kubeClient, c, cfg.Workers, own.leader, watchdog)
+	return m.work(ctx) // the controller: at once, or only while leading
 }
 
-// coreTypesConfig returns a copy of cfg that talks protobuf, which built-in
-// types support and which is cheaper to encode and decode than JSON. Custom
-// resources only speak JSON, so the Book client keeps the original.
-func coreTypesConfig(cfg *rest.Config) *rest.Config {
-	c := rest.CopyConfig(cfg)
-	c.ContentType = runtime.ContentTypeProtobuf
-	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	return c
+// errStopped is returned by a step that ended because ctx did.
+var errStopped = errors.New("stopped while starting")
+
+// manager is one Run: what each step built, and how to undo it.
+type manager struct {
+	cfg   Config
+	clock clock.WithDelayedExecution
+
+	clients     *clients
+	fence       *writeFence // nil without leader election
+	lock        *fencingLock
+	metrics     *managerMetrics
+	kubeFactory kubeinformers.SharedInformerFactory
+	bookFactory bookinformers.SharedInformerFactory
+	controller  *controller.Controller
+	// stops undo the steps, last first; each returns once what it stops
+	// has stopped.
+	stops []func()
+}
+
+func (m *manager) onStop(f func()) { m.stops = append(m.stops, f) }
+
+func (m *manager) stop() {
+	for i := len(m.stops) - 1; i >= 0; i-- {
+		m.stops[i]()
+	}
+}
+
+// connect builds the clients. With leader election, the clients that write
+// go through the write fence, and the Lease lock reports to it.
+func (m *manager) connect(context.Context) error {
+	m.metrics = newManagerMetrics()
+	le := m.cfg.LeaderElection
+	var fence func(*rest.Config) *rest.Config
+	if le.Enabled {
+		m.fence = newWriteFence(le.RenewDeadline, m.clock, m.metrics.fenced, nil)
+		fence = m.fence.wrap
+	}
+	c, err := newClients(m.cfg.RESTConfig, userAgent(m.cfg.RESTConfig.UserAgent, le.Identity), fence)
+	if err != nil {
+		return err
+	}
+	m.clients = c
+	m.onStop(c.close)
+	if m.fence != nil {
+		m.fence.conns = c.writers
+		lock := &resourcelock.LeaseLock{
+			Client:     c.leases,
+			LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
+		}
+		lock.LeaseMeta.Namespace, lock.LeaseMeta.Name = le.Namespace, le.ID
+		m.lock = &fencingLock{Interface: lock, fence: m.fence, clock: m.clock}
+	}
+	return nil
+}
+
+// preflight turns the usual ways of being misconfigured into one sentence
+// each, before anything starts: client-go would otherwise retry them for
+// ever, logging each attempt.
+func (m *manager) preflight(ctx context.Context) error {
+	err := Preflight(ctx, m.cfg.RESTConfig.Host, m.clients.kube.Discovery().RESTClient())
+	if err == nil && m.cfg.LeaderElection.Enabled {
+		le := m.cfg.LeaderElection
+		err = PreflightLease(ctx, m.clients.leases, le.Namespace, le.ID)
+	}
+	if err != nil && ctx.Err() != nil {
+		return errStopped
+	}
+	return err
+}
+
+// buildController starts the Event recorder and builds the controller on
+// the informer factories (registering its handlers; nothing runs yet).
+func (m *manager) buildController(ctx context.Context) error {
+	// Events outlive ctx by the drain: the last syncs may still report.
+	eventCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
+	m.onStop(stopEvents)
+	recorder, err := controller.NewEventRecorder(eventCtx, m.clients.kube, m.cfg.EventQPS, m.cfg.EventBurst)
+	if err != nil {
+		return err
+	}
+	m.kubeFactory, m.bookFactory = controller.NewInformerFactories(m.clients.kube, m.clients.books, m.cfg.Namespace, m.cfg.ResyncPeriod)
+	c, err := controller.New(m.clients.kube, m.clients.books, m.bookFactory.Webapp().V1().Books(),
+		m.kubeFactory.Core().V1().ConfigMaps(), recorder, m.cfg.Controller)
+	if err != nil {
+		return err
+	}
+	m.controller = c
+	// Releases the work queue of a controller that never ran (an early
+	// return, a standby that never led); after Run it changes nothing.
+	m.onStop(func() { c.Abort(errors.New("manager stopped")) })
+	return nil
+}
+
+// serveEndpoints binds and serves /metrics and the probes. A port already
+// in use fails the start with the flag's name.
+func (m *manager) serveEndpoints(ctx context.Context) error {
+	leading := func() bool { return true }
+	healthy := func() error { return nil }
+	if m.fence != nil {
+		leading, healthy = m.fence.isLeading, m.fence.healthy
+	}
+	m.metrics.watch(m.cfg.LeaderElection.ID, leading, m.bookFactory.Webapp().V1().Books().Lister())
+	metricsServer, err := listen("--metrics-bind-address", m.cfg.MetricsAddr, metrics.Handler(m.metrics.registry))
+	if err != nil {
+		return err
+	}
+	probeServer, err := listen("--health-probe-bind-address", m.cfg.ProbeAddr, probeHandler(m.controller.HasSynced, healthy))
+	if err != nil {
+		metricsServer.stop()
+		return err
+	}
+	// The endpoints stay up until Run returns: through the drain, and with
+	// /healthz failing, from a loss of leadership until the exit.
+	metricsServer.serve(ctx)
+	probeServer.serve(ctx)
+	m.onStop(metricsServer.stop)
+	m.onStop(probeServer.stop)
+	return nil
+}
+
+// startInformers starts the informers before leadership is decided, so that
+// a standby has warm caches the moment it takes over. They stop (and
+// Shutdown waits for them) when Run returns, whatever ctx does: after a lost
+// Lease, ctx has not ended.
+func (m *manager) startInformers(ctx context.Context) error {
+	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
+	m.kubeFactory.Start(informerCtx.Done())
+	m.bookFactory.Start(informerCtx.Done())
+	m.onStop(func() {
+		stopInformers()
+		m.kubeFactory.Shutdown()
+		m.bookFactory.Shutdown()
+	})
+	return nil
+}
+
+// work runs the controller: at once without leader election, or only while
+// this process holds the Lease.
+func (m *manager) work(ctx context.Context) error {
+	le := m.cfg.LeaderElection
+	klog.FromContext(ctx).Info("Starting Book controller", "namespace", namespaceOrAll(m.cfg.Namespace),
+		"workers", m.cfg.Workers, "leaderElection", le.Enabled, "identity", le.Identity)
+	if !le.Enabled {
+		return m.controller.Run(ctx, m.cfg.Workers)
+	}
+	l := &leader{le: le, lock: m.lock, fence: m.fence, controller: m.controller, workers: m.cfg.Workers}
+	return l.run(ctx)
 }
 
 func namespaceOrAll(ns string) string {

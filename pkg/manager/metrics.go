@@ -11,23 +11,36 @@ import (
 // the process: they are served next to pkg/metrics.Registry.
 type managerMetrics struct {
 	registry *prometheus.Registry
-	leader   prometheus.Gauge
+	// fenced counts the writes the fence refused.
+	fenced prometheus.Counter
 }
 
-func newManagerMetrics(le LeaderElection, books booklisters.BookLister) *managerMetrics {
-	id := le.ID
-	if id == "" {
-		id = DefaultLeaderElectionID
-	}
+func newManagerMetrics() *managerMetrics {
 	m := &managerMetrics{
 		registry: prometheus.NewRegistry(),
-		// The name controller-runtime and Kubernetes components use.
-		leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name:        "leader_election_master_status",
-			Help:        "1 when this replica is the leader (or runs without leader election), 0 when it stands by.",
-			ConstLabels: prometheus.Labels{"name": id},
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "book_controller_writes_fenced_total",
+			Help: "API writes refused because this replica did not hold (or could no longer prove it held) the leader-election Lease.",
 		}),
 	}
+	m.registry.MustRegister(m.fenced)
+	return m
+}
+
+// watch registers the metrics that read the manager's state: whether it
+// leads (under the name controller-runtime and Kubernetes components use)
+// and how many Books its cache holds.
+func (m *managerMetrics) watch(leaseID string, leading func() bool, books booklisters.BookLister) {
+	leader := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "leader_election_master_status",
+		Help:        "1 when this replica is the leader (or runs without leader election), 0 when it stands by.",
+		ConstLabels: prometheus.Labels{"name": leaseID},
+	}, func() float64 {
+		if leading() {
+			return 1
+		}
+		return 0
+	})
 	cached := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "book_controller_cached_books",
 		Help: "Number of Books in the informer cache.",
@@ -38,6 +51,5 @@ func newManagerMetrics(le LeaderElection, books booklisters.BookLister) *manager
 		}
 		return float64(len(list))
 	})
-	m.registry.MustRegister(m.leader, cached)
-	return m
+	m.registry.MustRegister(leader, cached)
 }

@@ -3,24 +3,21 @@ package manager
 import (
 	"fmt"
 	"net/http"
-
-	"k8s.io/client-go/tools/leaderelection"
 )
 
 // probeHandler serves the kubelet's probes:
-//   - /healthz: the process is alive; with leader election, also that a
-//     leader is not stuck past its lease (client-go's watchdog), so the
-//     kubelet restarts a replica that believes it leads but can't renew;
+//   - /healthz: the process is alive. With leader election it fails from the
+//     moment leadership is lost until the process exits, and when a leader
+//     has gone past its renew deadline without noticing, so the kubelet
+//     restarts a replica stuck on its way out (see writeFence.healthy);
 //   - /readyz: the informer caches are synced. A replica that is not leading
 //     is still ready: it is a warm standby.
-func probeHandler(synced func() bool, leaderWatchdog *leaderelection.HealthzAdaptor) http.Handler {
+func probeHandler(synced func() bool, healthy func() error) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if leaderWatchdog != nil {
-			if err := leaderWatchdog.Check(r); err != nil {
-				http.Error(w, fmt.Sprintf("leader election: %v", err), http.StatusInternalServerError)
-				return
-			}
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := healthy(); err != nil {
+			http.Error(w, fmt.Sprintf("leader election: %v", err), http.StatusInternalServerError)
+			return
 		}
 		fmt.Fprintln(w, "ok")
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -14,11 +15,16 @@ import (
 // disabledAddr turns an endpoint off, as in controller-runtime.
 const disabledAddr = "0"
 
+// shutdownGrace is how long a stopping endpoint waits for the requests it is
+// answering.
+const shutdownGrace = 5 * time.Second
+
 // httpServer is a listening endpoint: the metrics or the probes.
 type httpServer struct {
 	name string
 	ln   net.Listener
 	srv  *http.Server
+	done sync.WaitGroup // the serving goroutine
 }
 
 // listen binds addr now, so a port already in use fails the start-up with
@@ -35,29 +41,31 @@ func listen(flag, addr string, h http.Handler) (*httpServer, error) {
 	return &httpServer{name: flag, ln: ln, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}, nil
 }
 
-// serve runs until ctx ends, then shuts down gracefully.
+// serve answers requests until stop.
 func (s *httpServer) serve(ctx context.Context) {
 	if s == nil {
 		return
 	}
 	logger := klog.FromContext(ctx)
 	logger.Info("Serving", "endpoint", s.name, "address", s.ln.Addr().String())
-	go func() {
+	s.done.Go(func() {
 		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error(err, "Server stopped", "endpoint", s.name)
 		}
-	}()
-	go func() {
-		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = s.srv.Shutdown(shutdownCtx)
-	}()
+	})
 }
 
-// close releases the listener of a server that will not serve.
-func (s *httpServer) close() {
-	if s != nil {
-		_ = s.ln.Close()
+// stop shuts the server down gracefully (or closes the listener of one
+// that never served) and returns once it has stopped.
+func (s *httpServer) stop() {
+	if s == nil {
+		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close()
+	}
+	_ = s.ln.Close() // for a server that never served; harmless otherwise
+	s.done.Wait()
 }

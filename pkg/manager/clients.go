@@ -1,0 +1,102 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/connrotation"
+
+	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
+)
+
+// clients are one manager's connections to the API server.
+type clients struct {
+	// kube (ConfigMaps, Events, discovery) and books write only through
+	// the fence, when there is one. The informers read through them too.
+	kube  kubernetes.Interface
+	books versioned.Interface
+	// leases holds the leader-election Lease. It is never fenced: it must
+	// acquire, renew and release.
+	leases coordinationv1client.CoordinationV1Interface
+	// writers and others dial every connection the clients open, so that
+	// Run closes them all when it returns, and the fence can cut the
+	// writers' at once.
+	writers, others *connrotation.Dialer
+}
+
+// newClients builds the clients from cfg, with the user agent ua. A non-nil
+// fence guards the writing clients.
+func newClients(cfg *rest.Config, ua string, fence func(*rest.Config) *rest.Config) (*clients, error) {
+	base := rest.CopyConfig(cfg)
+	base.UserAgent = ua
+	c := &clients{writers: trackedDialer(base.Dial), others: trackedDialer(base.Dial)}
+
+	writing := rest.CopyConfig(base)
+	writing.Dial = c.writers.DialContext
+	if fence != nil {
+		writing = fence(writing)
+	}
+	var err error
+	if c.kube, err = kubernetes.NewForConfig(coreTypesConfig(writing)); err != nil {
+		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	if c.books, err = versioned.NewForConfig(writing); err != nil {
+		return nil, fmt.Errorf("creating Book client: %w", err)
+	}
+	leasing := coreTypesConfig(base)
+	leasing.Dial = c.others.DialContext
+	if c.leases, err = coordinationv1client.NewForConfig(leasing); err != nil {
+		return nil, fmt.Errorf("creating Lease client: %w", err)
+	}
+	return c, nil
+}
+
+// close closes every connection the clients opened.
+func (c *clients) close() {
+	c.writers.CloseAll()
+	c.others.CloseAll()
+}
+
+// trackedDialer dials with dial (client-go's default dialer if nil) and
+// tracks the connections. A closed connection is reset rather than flushed:
+// bytes a partition held back in the socket's send buffer are dropped
+// instead of reaching the server when the partition heals.
+func trackedDialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) *connrotation.Dialer {
+	if dial == nil {
+		// What client-go uses when given no dialer.
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	return connrotation.NewDialer(func(ctx context.Context, network, address string) (net.Conn, error) {
+		conn, err := dial(ctx, network, address)
+		if tcp, ok := conn.(*net.TCPConn); ok {
+			_ = tcp.SetLinger(0)
+		}
+		return conn, err
+	})
+}
+
+// coreTypesConfig returns a copy of cfg that talks protobuf, which built-in
+// types support and which is cheaper to encode and decode than JSON. Custom
+// resources only speak JSON, so the Book client keeps the original.
+func coreTypesConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return c
+}
+
+// userAgent is the configured user agent (or DefaultUserAgent) followed by
+// the replica's identity, so that the API server's audit log names which
+// replica wrote.
+func userAgent(configured, identity string) string {
+	if configured == "" {
+		configured = DefaultUserAgent
+	}
+	return fmt.Sprintf("%s (%s)", configured, identity)
+}

@@ -1,0 +1,308 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/connrotation"
+	"k8s.io/utils/clock"
+)
+
+// ErrWriteFenced is wrapped by the error of every API write the fence
+// refuses.
+var ErrWriteFenced = errors.New("write refused: this replica does not hold the leader-election Lease")
+
+// writeFence lets this process write to the API server only while it can
+// prove that it holds the leader-election Lease. It is a property of the
+// process, not of a code path: it wraps the transport of every client that
+// writes (Books, ConfigMaps, Events), so no worker, drain or Event can write
+// after leadership is lost. The leader elector's own Lease client is not
+// fenced: it must renew, and release.
+//
+// The proof is time. Each successful renewal of the Lease (reported by
+// fencingLock) opens the fence until the moment the renewal was sent plus
+// the renew deadline, and each admitted write gets a context that ends at
+// that same moment. A standby takes the Lease only a lease duration after
+// it saw the last renewal, which it cannot have seen before the renewal was
+// sent; the lease duration being longer than the renew deadline, a leader
+// that is partitioned, slowed down or paused stops writing before any other
+// replica may start, whether or not its elector has noticed yet.
+//
+// Once the deadline passes without renewal, or the Lease shows another
+// holder, leadership is lost for good: the fence never opens again, the
+// writing clients' connections are closed (so bytes queued on a half-dead
+// connection cannot reach the server after a partition heals), and the
+// process exits. Without leader election there is no fence.
+type writeFence struct {
+	renewDeadline time.Duration
+	clock         clock.WithDelayedExecution
+	refused       prometheus.Counter
+	// conns dials the writing clients' connections; closed on loss.
+	conns *connrotation.Dialer
+
+	mu    sync.Mutex
+	state fenceState
+	// lastRenewal is when the latest successful renewal (or the
+	// acquisition) was sent; writes are admitted until validUntil, that
+	// moment plus the renew deadline.
+	lastRenewal, validUntil time.Time
+	expiry                  clock.Timer // fires at validUntil
+	cause                   error       // why leadership was lost
+	inflight                int         // admitted writes not yet answered
+	idle                    chan struct{}
+	// lost is closed by lose when leadership is lost (not on a step-down).
+	lost chan struct{}
+}
+
+// fenceState is where the fence is in the life of the process. It only
+// moves forward: standingBy → leading → (steppedDown | lost).
+type fenceState int
+
+const (
+	standingBy  fenceState = iota // the Lease was never acquired: writes refused
+	leading                       // writes admitted while the last renewal is recent enough
+	steppedDown                   // shutting down gracefully: writes refused for good
+	lostLease                     // leadership lost: writes refused for good
+)
+
+func newWriteFence(renewDeadline time.Duration, clk clock.WithDelayedExecution, refused prometheus.Counter, conns *connrotation.Dialer) *writeFence {
+	return &writeFence{
+		renewDeadline: renewDeadline,
+		clock:         clk,
+		refused:       refused,
+		conns:         conns,
+		lost:          make(chan struct{}),
+	}
+}
+
+// wrap returns a copy of cfg whose mutating requests (POST, PUT, PATCH,
+// DELETE) pass only through an open fence.
+func (f *writeFence) wrap(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &fencedTransport{fence: f, next: rt} })
+	return cfg
+}
+
+// renewed records a successful acquisition or renewal of the Lease that was
+// sent at sent. The first one opens the fence.
+func (f *writeFence) renewed(sent time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch f.state {
+	case standingBy:
+		f.state = leading
+	case leading:
+	default:
+		return // a renewal racing the step-down or the loss changes nothing
+	}
+	if until := sent.Add(f.renewDeadline); until.After(f.validUntil) {
+		f.lastRenewal, f.validUntil = sent, until
+	}
+	if f.expiry != nil {
+		f.expiry.Stop()
+	}
+	// expire runs in a goroutine of its own: a fake clock fires timers
+	// while holding a lock that expire's calls to it would take again.
+	f.expiry = f.clock.AfterFunc(f.validUntil.Sub(f.clock.Now()), func() { go f.expire() })
+}
+
+// expire closes the fence for good if the renew deadline has passed.
+func (f *writeFence) expire() {
+	f.mu.Lock()
+	if f.state != leading || f.clock.Now().Before(f.validUntil) {
+		f.mu.Unlock()
+		return
+	}
+	last := f.lastRenewal
+	f.mu.Unlock()
+	f.lose(fmt.Errorf("the Lease was not renewed within the %s renew deadline (the last successful renewal was sent at %s)",
+		f.renewDeadline, last.Format(time.RFC3339Nano)))
+}
+
+// taken closes the fence for good if this process leads and the Lease shows
+// another holder.
+func (f *writeFence) taken(holder string) {
+	f.mu.Lock()
+	isLeading := f.state == leading
+	f.mu.Unlock()
+	if !isLeading {
+		return
+	}
+	if holder == "" {
+		f.lose(errors.New("the Lease was released by someone else"))
+		return
+	}
+	f.lose(fmt.Errorf("the Lease is held by %q now", holder))
+}
+
+// lose closes the fence for good, records why, closes the writing clients'
+// connections and closes Lost(). It does nothing after a step-down.
+func (f *writeFence) lose(cause error) {
+	f.mu.Lock()
+	if f.state == steppedDown || f.state == lostLease {
+		f.mu.Unlock()
+		return
+	}
+	f.state, f.cause = lostLease, cause
+	if f.expiry != nil {
+		f.expiry.Stop()
+	}
+	close(f.lost)
+	f.mu.Unlock()
+	if f.conns != nil {
+		f.conns.CloseAll()
+	}
+}
+
+// Lost is closed once leadership is lost; Cause then says why.
+func (f *writeFence) Lost() <-chan struct{} { return f.lost }
+
+// Cause is why leadership was lost, or nil.
+func (f *writeFence) Cause() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cause
+}
+
+// stepDown closes the fence for good ahead of a graceful release, and waits
+// until the writes already admitted have been answered (or ctx ends), so
+// that the Lease is given up only after the last write. It returns false if
+// leadership had been lost before.
+func (f *writeFence) stepDown(ctx context.Context) bool {
+	f.mu.Lock()
+	if f.state == lostLease {
+		f.mu.Unlock()
+		return false
+	}
+	f.state = steppedDown
+	if f.expiry != nil {
+		f.expiry.Stop()
+	}
+	var idle chan struct{}
+	if f.inflight > 0 {
+		if f.idle == nil {
+			f.idle = make(chan struct{})
+		}
+		idle = f.idle
+	}
+	f.mu.Unlock()
+	if idle != nil {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+		}
+	}
+	return true
+}
+
+// leading reports whether writes are admitted now.
+func (f *writeFence) isLeading() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.state == leading && f.clock.Now().Before(f.validUntil)
+}
+
+// healthy fails from the moment leadership is lost until the process exits,
+// and also when the renew deadline has passed without the fence noticing,
+// so that the kubelet restarts a replica stuck on its way out.
+func (f *writeFence) healthy() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.state == lostLease:
+		return fmt.Errorf("leadership lost (%v); exiting", f.cause)
+	case f.state == leading && !f.clock.Now().Before(f.validUntil):
+		return fmt.Errorf("the Lease has not been renewed since %s, past the %s renew deadline",
+			f.lastRenewal.Format(time.RFC3339Nano), f.renewDeadline)
+	}
+	return nil
+}
+
+// admit lets one write through if the fence is open, and returns how long
+// it may take; done must be called when it is answered.
+func (f *writeFence) admit() (time.Duration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var why string
+	switch f.state {
+	case standingBy:
+		why = "it has not acquired the Lease"
+	case leading:
+		now := f.clock.Now()
+		if left := f.validUntil.Sub(now); left > 0 {
+			f.inflight++
+			return left, nil
+		}
+		why = fmt.Sprintf("its last renewal was sent at %s, more than the %s renew deadline ago",
+			f.lastRenewal.Format(time.RFC3339Nano), f.renewDeadline)
+	case steppedDown:
+		why = "it is shutting down and has stopped writing"
+	case lostLease:
+		why = f.cause.Error()
+	}
+	f.refused.Inc()
+	return 0, fmt.Errorf("%w: %s", ErrWriteFenced, why)
+}
+
+// done marks an admitted write answered.
+func (f *writeFence) done() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.inflight--
+	if f.inflight == 0 && f.idle != nil {
+		close(f.idle)
+		f.idle = nil
+	}
+}
+
+// fencedTransport sends reads as they are and writes only through the fence,
+// each with a context that ends when the fence would close.
+type fencedTransport struct {
+	fence *writeFence
+	next  http.RoundTripper
+}
+
+func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch req.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+	default:
+		return t.next.RoundTrip(req)
+	}
+	left, err := t.fence.admit()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), left)
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		t.fence.done()
+		return nil, err
+	}
+	resp.Body = &answeredBody{ReadCloser: resp.Body, done: func() {
+		cancel()
+		t.fence.done()
+	}}
+	return resp, nil
+}
+
+// answeredBody calls done once, when the response body is closed: client-go
+// reads a write's whole answer and then closes it.
+type answeredBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *answeredBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.done)
+	return err
+}
