@@ -25,8 +25,12 @@ func (c *Cluster) apiServerCAFile() string {
 	return filepath.Join(c.apiServerCertDir(), "apiserver.crt")
 }
 
-func (c *Cluster) apiServerArgs() []string {
-	return []string{
+func (c *Cluster) apiServerArgs() ([]string, error) {
+	audit, err := c.auditArgs()
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{
 		"--etcd-servers=" + c.etcdURL(),
 		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", c.st.APIServerPort),
@@ -41,11 +45,15 @@ func (c *Cluster) apiServerArgs() []string {
 		// the kubernetes service, which EndpointSlice validation rejects,
 		// filling the log with errors. Nothing here needs that service.
 		"--endpoint-reconciler-type=none",
-	}
+	}, audit...), nil
 }
 
 func (c *Cluster) startAPIServer(ctx context.Context) error {
-	return c.startComponent(ctx, KubeAPIServer, c.apiServerArgs(), 60*time.Second, func(ctx context.Context) error {
+	args, err := c.apiServerArgs()
+	if err != nil {
+		return err
+	}
+	return c.startComponent(ctx, KubeAPIServer, args, 60*time.Second, func(ctx context.Context) error {
 		// /readyz also waits for the post-start hooks, such as the
 		// bootstrap RBAC roles, that clients rely on.
 		_, err := get(ctx, c.apiServerURL()+"/readyz", c.tokens.Admin)

@@ -52,6 +52,11 @@ type Options struct {
 	// hack/local-up.sh. Without it they are killed when this process dies
 	// (on Linux), so a failed test leaks nothing.
 	Detached bool
+	// AuditLog makes kube-apiserver record every write to Books,
+	// ConfigMaps, Events and Leases in Dir/audit.log (AuditLogPath), with
+	// the writer's user agent. Off by default: it costs every write a line
+	// of JSON written before the answer, which benchmarks should not pay.
+	AuditLog bool
 }
 
 // Cluster is a running local control plane. Its methods are safe for
@@ -141,6 +146,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		EtcdPeerPort:          ports[1],
 		APIServerPort:         ports[2],
 		ControllerManagerPort: ports[3],
+		AuditLog:              opts.AuditLog,
 		Processes:             map[string]procID{},
 	}
 	if err := writeServiceAccountKey(c.path(serviceAccountKeyFile)); err != nil {

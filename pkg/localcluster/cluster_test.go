@@ -3,6 +3,7 @@ package localcluster_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -12,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"ydzs.io/book-controller/pkg/localcluster"
@@ -159,10 +162,15 @@ func TestStopLeavesNoProcess(t *testing.T) {
 	}
 }
 
+// TestKillAndRestart kills and restarts kube-apiserver and etcd; with
+// Options.AuditLog, the audit log names the writer of each write across
+// the restart.
 func TestKillAndRestart(t *testing.T) {
-	c := startCluster(t)
+	c := startClusterWith(t, localcluster.Options{AuditLog: true})
 	ctx := context.Background()
-	client := kubernetes.NewForConfigOrDie(c.RESTConfig())
+	cfg := c.RESTConfig()
+	cfg.UserAgent = "audit-test (writer-1)"
+	client := kubernetes.NewForConfigOrDie(cfg)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "survivor", Namespace: "default"}}
 	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -203,6 +211,61 @@ func TestKillAndRestart(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("object not readable 30s after etcd restarted: %v", getSurvivor())
 	}
+
+	// Written after the restarts: the audit log is appended to, and a
+	// Lease write is recorded with its body.
+	after := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-restart", Namespace: "default"}}
+	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, after, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	holder := "writer-1"
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "audited", Namespace: "default"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}
+	if _, err := client.CoordinationV1().Leases("default").Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	events := readAuditLog(t, c.AuditLogPath())
+	found := map[string]bool{}
+	for _, e := range events {
+		if e.UserAgent != cfg.UserAgent || e.Verb != "create" || e.ObjectRef == nil {
+			continue
+		}
+		found[e.ObjectRef.Resource+"/"+e.ObjectRef.Name] = true
+		if e.ObjectRef.Resource == "leases" && (e.RequestObject == nil || !strings.Contains(string(e.RequestObject.Raw), `"holderIdentity":"writer-1"`)) {
+			t.Errorf("the Lease create is recorded without its body: %+v", e.RequestObject)
+		}
+		if e.ObjectRef.Resource == "configmaps" && e.RequestObject != nil {
+			t.Errorf("a ConfigMap create is recorded with its body, want Metadata level")
+		}
+	}
+	for _, want := range []string{"configmaps/survivor", "configmaps/after-restart", "leases/audited"} {
+		if !found[want] {
+			t.Errorf("the audit log has no create of %s by %q (%d events)", want, cfg.UserAgent, len(events))
+		}
+	}
+}
+
+func readAuditLog(t *testing.T, path string) []auditv1.Event {
+	t.Helper()
+	if path == "" {
+		t.Fatal("AuditLogPath is empty with Options.AuditLog set")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []auditv1.Event
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var e auditv1.Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			t.Fatalf("audit log line %q: %v", line, err)
+		}
+		events = append(events, e)
+	}
+	return events
 }
 
 func TestMissingBinariesError(t *testing.T) {

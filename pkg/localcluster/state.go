@@ -15,6 +15,7 @@ type state struct {
 	EtcdPeerPort          int               `json:"etcdPeerPort"`
 	APIServerPort         int               `json:"apiServerPort"`
 	ControllerManagerPort int               `json:"controllerManagerPort"`
+	AuditLog              bool              `json:"auditLog,omitempty"`
 	Processes             map[string]procID `json:"processes"`
 }
 

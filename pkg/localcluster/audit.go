@@ -1,0 +1,70 @@
+package localcluster
+
+import (
+	"os"
+)
+
+// Files under Options.Dir for the audit log.
+const (
+	auditPolicyFile = "audit-policy.yaml"
+	auditLogFile    = "audit.log"
+)
+
+// auditPolicy records who wrote what, for tests that must prove it from the
+// API server's side rather than from a client's logs: every write to Books
+// (and their status), ConfigMaps and Events at Metadata level (verb, object,
+// user agent, timestamps, response code), and every write to a Lease at
+// Request level, whose body says who the holder became and when it was
+// renewed, so leadership intervals can be derived too. Reads and watches are
+// not recorded; they would dwarf the rest.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+# ResponseComplete carries both the time the request was received and the
+# time it was answered; RequestReceived would only double the lines.
+omitStages: ["RequestReceived"]
+rules:
+- level: Request
+  verbs: ["create", "update", "patch", "delete"]
+  resources:
+  - group: "coordination.k8s.io"
+    resources: ["leases"]
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  resources:
+  - group: "webapp.ydzs.io"
+    resources: ["books", "books/status"]
+  - group: ""
+    resources: ["configmaps", "events"]
+  - group: "events.k8s.io"
+    resources: ["events"]
+- level: None
+`
+
+// auditArgs are kube-apiserver's flags for the audit log, which it appends
+// to AuditLogPath across restarts. The log backend's default mode,
+// blocking, writes each event before the request is answered, and without
+// --audit-log-maxsize the file is never rotated: a test reading the file
+// after a request has returned finds its line.
+func (c *Cluster) auditArgs() ([]string, error) {
+	if !c.st.AuditLog {
+		return nil, nil
+	}
+	if err := os.WriteFile(c.path(auditPolicyFile), []byte(auditPolicy), 0o644); err != nil {
+		return nil, err
+	}
+	return []string{
+		"--audit-policy-file=" + c.path(auditPolicyFile),
+		"--audit-log-path=" + c.AuditLogPath(),
+		"--audit-log-mode=blocking",
+		"--audit-log-format=json",
+	}, nil
+}
+
+// AuditLogPath is the API server's audit log (JSON lines, audit.k8s.io/v1
+// Events), or "" when the cluster was started without Options.AuditLog.
+func (c *Cluster) AuditLogPath() string {
+	if !c.st.AuditLog {
+		return ""
+	}
+	return c.path(auditLogFile)
+}
