@@ -174,9 +174,16 @@ func (f *writeFence) Cause() error {
 // stepDown closes the fence for good ahead of a graceful release, and waits
 // until the writes already admitted have been answered (or ctx ends), so
 // that the Lease is given up only after the last write. It returns false if
-// leadership had been lost before.
+// leadership was lost before: also when the renew deadline has passed and
+// the expiry timer has yet to say so (a drain cut short by the deadline can
+// end just before it).
 func (f *writeFence) stepDown(ctx context.Context) bool {
 	f.mu.Lock()
+	if f.state == leading && !f.clock.Now().Before(f.validUntil) {
+		f.mu.Unlock()
+		f.expire()
+		f.mu.Lock()
+	}
 	if f.state == lostLease {
 		f.mu.Unlock()
 		return false

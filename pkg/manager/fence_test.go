@@ -374,3 +374,16 @@ func TestFencingLockReportsWhenTheRenewalWasSent(t *testing.T) {
 		t.Errorf("cause %v does not name the new holder", f.fence.Cause())
 	}
 }
+
+// TestFenceStepDownPastTheDeadlineIsALoss: a drain cut short by the fence's
+// deadline can end before the expiry timer fires; the step-down must still
+// report the loss.
+func TestFenceStepDownPastTheDeadlineIsALoss(t *testing.T) {
+	f := newFenceFixture(t)
+	f.fence.renewed(f.clock.Now())
+	f.clock.SetTime(f.clock.Now().Add(testRenewDeadline)) // the timer's goroutine may not have run
+	if f.fence.stepDown(context.Background()) {
+		t.Error("stepDown past the renew deadline reported a clean step-down")
+	}
+	waitLost(t, f.fence)
+}
