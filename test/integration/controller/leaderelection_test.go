@@ -2,14 +2,18 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/rest"
 
 	"ydzs.io/book-controller/pkg/manager"
@@ -31,26 +35,23 @@ func testLeaderElection(ns, identity string) manager.LeaderElection {
 
 // TestLeaderElectionOnlyLeaderWorksAndStandbyTakesOver runs two replicas.
 // Only the holder of the Lease may write Books' objects; when it is stopped,
-// the standby must take over, and the two must never have written in
-// overlapping periods.
+// it releases the Lease after its last write and the standby takes over at
+// once. Who wrote what, and when, comes from the API server's audit log.
 func TestLeaderElectionOnlyLeaderWorksAndStandbyTakesOver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := env.Namespace(t)
 
-	var countA, countB framework.RequestCounter
 	probeA, probeB := framework.FreeAddr(t), framework.FreeAddr(t)
 	a := env.StartController(t, framework.ControllerOptions{
-		Namespace: ns, RESTConfig: countA.Wrap(env.ControllerServiceAccountConfig(t)),
-		LeaderElection: testLeaderElection(ns, "replica-a"), ProbeAddr: probeA,
+		Namespace: ns, LeaderElection: testLeaderElection(ns, "replica-a"), ProbeAddr: probeA,
 	})
 	// Let A take the Lease first, so the roles are known.
 	framework.Eventually(t, "replica-a to hold the Lease", func(ctx context.Context) (bool, error) {
 		return leaseHolder(ctx, ns) == "replica-a", nil
 	})
 	env.StartController(t, framework.ControllerOptions{
-		Namespace: ns, RESTConfig: countB.Wrap(env.ControllerServiceAccountConfig(t)),
-		LeaderElection: testLeaderElection(ns, "replica-b"), ProbeAddr: probeB,
+		Namespace: ns, LeaderElection: testLeaderElection(ns, "replica-b"), ProbeAddr: probeB,
 	})
 
 	for i := range 5 {
@@ -65,10 +66,11 @@ func TestLeaderElectionOnlyLeaderWorksAndStandbyTakesOver(t *testing.T) {
 		code, _, err := framework.HTTPGet(probeB, "/readyz")
 		return err == nil && code == http.StatusOK, nil
 	})
-	if w := countB.ObjectWrites(); len(w) != 0 {
+	events := env.AuditLog(t)
+	if w := writesBy(events, ns, "replica-b"); len(w) != 0 {
 		t.Fatalf("the standby wrote %d times while the leader worked: %v", len(w), w)
 	}
-	if len(countA.ObjectWrites()) == 0 {
+	if len(writesBy(events, ns, "replica-a")) == 0 {
 		t.Fatalf("the leader wrote nothing")
 	}
 
@@ -89,14 +91,202 @@ func TestLeaderElectionOnlyLeaderWorksAndStandbyTakesOver(t *testing.T) {
 	}
 	env.WaitForReady(t, ns, "after", metav1.ConditionTrue, "ConfigMapReady")
 
-	lastA := latest(countA.ObjectWrites())
-	firstB := earliest(countB.ObjectWrites())
-	if firstB.IsZero() {
+	events = env.AuditLog(t)
+	r := checkLeadership(t, events, ns)
+	if len(r.Periods) != 2 || r.Periods[0].Holder != "replica-a" || !r.Periods[0].Released || r.Periods[1].Holder != "replica-b" {
+		t.Errorf("leadership periods %v, want replica-a's (released) then replica-b's", r.Periods)
+	}
+	if len(writesBy(events, ns, "replica-b")) == 0 {
 		t.Fatalf("the new leader wrote nothing")
 	}
-	if !lastA.Before(firstB) {
-		t.Errorf("writes overlapped: old leader's last write at %v, new leader's first at %v", lastA, firstB)
+}
+
+// TestLeaseTakenLeaderStopsWritingAndReturns takes the Lease from a leader
+// the way a partitioned leader loses it (the other replica now holds it),
+// in a burst of work. The leader must stop writing at once and Run must
+// return ErrLeaderElectionLost within the renew deadline plus 2 s, leaving
+// no goroutine behind. Not parallel: goleak compares the goroutines of the
+// whole test binary.
+func TestLeaseTakenLeaderStopsWritingAndReturns(t *testing.T) {
+	ns := env.Namespace(t)
+	saConfig := env.ControllerServiceAccountConfig(t)
+	le := testLeaderElection(ns, "replica-a")
+	ignore := goleak.IgnoreCurrent()
+
+	a := env.StartController(t, framework.ControllerOptions{Namespace: ns, LeaderElection: le, RESTConfig: saConfig})
+	framework.Eventually(t, "replica-a to hold the Lease", func(ctx context.Context) (bool, error) {
+		return leaseHolder(ctx, ns) == "replica-a", nil
+	})
+	created := make(chan error, 1)
+	go func() {
+		var err error
+		for i := range 300 {
+			name := fmt.Sprintf("book-%04d", i)
+			if _, e := env.Books.WebappV1().Books(ns).Create(context.Background(), framework.NewBook(ns, name, "t", 1), metav1.CreateOptions{}); e != nil && err == nil {
+				err = e
+			}
+		}
+		created <- err
+	}()
+	defer func() {
+		if err := <-created; err != nil {
+			t.Errorf("creating Books: %v", err)
+		}
+	}()
+	framework.Eventually(t, "replica-a to be writing", func(ctx context.Context) (bool, error) {
+		cms, err := env.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(cms.Items) >= 20, nil
+	})
+
+	takenAt := takeLease(t, ns, "replica-b")
+	select {
+	case <-a.Exited():
+	case <-time.After(le.RenewDeadline + 2*time.Second):
+		t.Fatalf("manager.Run still runs %v after the Lease was taken", le.RenewDeadline+2*time.Second)
 	}
+	exitedAfter := time.Since(takenAt)
+	if err := a.Err(); !errors.Is(err, manager.ErrLeaderElectionLost) || !strings.Contains(err.Error(), `held by "replica-b"`) {
+		t.Errorf("manager.Run returned %v, want ErrLeaderElectionLost naming the new holder", err)
+	}
+	events := env.AuditLog(t)
+	r := checkLeadership(t, events, ns)
+	last := writesBy(events, ns, "replica-a")
+	t.Logf("Run returned %v after the Lease was taken; %d writes of which %d after the take (stale, before the leader noticed)",
+		exitedAfter.Round(time.Millisecond), len(last), len(r.Stale))
+	if n := len(last); n > 0 && last[n-1].At.After(takenAt.Add(le.RetryPeriod+time.Second)) {
+		// The leader learns of the take at its next renewal, a retry
+		// period later; a second covers the round trips on a loaded machine.
+		t.Errorf("replica-a wrote %v after the Lease was taken: %v", last[n-1].At.Sub(takenAt), last[n-1])
+	}
+	goleak.VerifyNone(t, ignore)
+}
+
+// TestLeaseLostDuringDrainCutsItShort: SIGTERM starts a drain of a long
+// queue (one worker, each ConfigMap create answered after half a second);
+// then the Lease can no longer be renewed. The fence must end the drain at
+// the renew deadline, not at the 20 s drain timeout: nothing is written
+// after it, and Run reports the loss.
+func TestLeaseLostDuringDrainCutsItShort(t *testing.T) {
+	const books = 30
+	ns := env.Namespace(t)
+	le := testLeaderElection(ns, "replica-a")
+	var failLeases atomic.Bool
+	writing := make(chan struct{}, 1)
+	cfg := env.ControllerServiceAccountConfig(t)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if failLeases.Load() && strings.Contains(req.URL.Path, "/leases/") {
+				return nil, errors.New("renewal failed by the test")
+			}
+			if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/namespaces/"+ns+"/configmaps") {
+				select {
+				case writing <- struct{}{}:
+				default:
+				}
+				select {
+				case <-time.After(500 * time.Millisecond): // a slow API server
+				case <-req.Context().Done():
+					return nil, req.Context().Err()
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	ignore := goleak.IgnoreCurrent()
+	a := env.StartController(t, framework.ControllerOptions{Namespace: ns, LeaderElection: le, RESTConfig: cfg, Workers: 1})
+	framework.Eventually(t, "replica-a to hold the Lease", func(ctx context.Context) (bool, error) {
+		return leaseHolder(ctx, ns) == "replica-a", nil
+	})
+	createBooks(t, ns, books)
+	select {
+	case <-writing:
+	case <-time.After(framework.Timeout):
+		t.Fatal("the controller never tried to create a ConfigMap")
+	}
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- a.Stop() }() // SIGTERM: a drain of some 15 s begins
+	select {
+	case err := <-stopped:
+		t.Fatalf("Run returned (%v) at once with %d Books to sync; want a drain", err, books)
+	case <-time.After(time.Second):
+	}
+	failingFrom := time.Now()
+	failLeases.Store(true)
+	select {
+	case err := <-stopped:
+		t.Logf("Run returned %v after renewals began to fail: %v", time.Since(failingFrom).Round(time.Millisecond), err)
+		if !errors.Is(err, manager.ErrLeaderElectionLost) {
+			t.Errorf("Run returned %v, want ErrLeaderElectionLost", err)
+		}
+	case <-time.After(le.RenewDeadline + 2*time.Second):
+		t.Fatalf("the drain went on %v after renewals began to fail", le.RenewDeadline+2*time.Second)
+	}
+	events := env.AuditLog(t)
+	r := checkLeadership(t, events, ns)
+	written := writesBy(events, ns, "replica-a")
+	t.Logf("%d writes in all, the last %v before the end of leadership", len(written), r.MinSlack)
+	if len(written) == 0 {
+		t.Error("replica-a wrote nothing: the test held its writes too long to show anything")
+	}
+	goleak.VerifyNone(t, ignore)
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// takeLease makes holder the holder of the test's Lease for an hour, as a
+// partitioned leader finds it when it comes back, and returns when.
+func takeLease(t *testing.T, ns, holder string) time.Time {
+	t.Helper()
+	leases := env.Kube.CoordinationV1().Leases(leaseNamespace)
+	lease, err := leases.Get(context.Background(), ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewMicroTime(time.Now())
+	hour := int32(3600)
+	lease.Spec.HolderIdentity, lease.Spec.RenewTime, lease.Spec.LeaseDurationSeconds = &holder, &now, &hour
+	if _, err := leases.Update(context.Background(), lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return now.Time
+}
+
+// writesBy returns the writes of Books, ConfigMaps and Events in ns that the
+// audit log attributes to the replica identity.
+func writesBy(events []auditv1.Event, ns, identity string) []framework.AuditWrite {
+	var out []framework.AuditWrite
+	for _, w := range framework.ControllerWrites(events, ns) {
+		if w.Writer == identity {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// checkLeadership derives the leadership periods on the test's Lease from
+// the audit log and fails the test on any write outside its writer's
+// period or any overlap of periods (other than after a forced take).
+func checkLeadership(t *testing.T, events []auditv1.Event, ns string) *framework.LeadershipReport {
+	t.Helper()
+	r, err := framework.Leaderships(events, leaseNamespace, ns, ns, testLeaderElection(ns, "").RenewDeadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range r.Periods {
+		t.Logf("leadership: %s", p)
+	}
+	for _, w := range r.Outside {
+		t.Errorf("a write outside its writer's leadership (after its last renewal plus the renew deadline, or before it led): %s", w)
+	}
+	if len(r.Stale) == 0 {
+		for _, o := range r.Overlaps {
+			t.Errorf("two leaders at once: %s", o)
+		}
+	}
+	return r
 }
 
 func leaseHolder(ctx context.Context, ns string) string {
@@ -105,26 +295,6 @@ func leaseHolder(ctx context.Context, ns string) string {
 		return ""
 	}
 	return *lease.Spec.HolderIdentity
-}
-
-func latest(rs []framework.Request) time.Time {
-	var t time.Time
-	for _, r := range rs {
-		if r.At.After(t) {
-			t = r.At
-		}
-	}
-	return t
-}
-
-func earliest(rs []framework.Request) time.Time {
-	var t time.Time
-	for _, r := range rs {
-		if t.IsZero() || r.At.Before(t) {
-			t = r.At
-		}
-	}
-	return t
 }
 
 // TestLeaseThatCannotBeHeldFailsAtStart: a Lease namespace that does not

@@ -7,16 +7,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"ydzs.io/book-controller/pkg/controller"
+	"ydzs.io/book-controller/pkg/manager"
+	"ydzs.io/book-controller/pkg/metrics"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
 // TestRestartOverConvergedBooksMakesNoWrites proves the sync writes only on a
 // difference: a fresh controller process, whose queue is filled with every
-// Book by the initial list, must find nothing to change.
+// Book by the initial list, must sync every Book and find nothing to change.
+// Syncing is counted with the process-wide reconcile counter, which is why
+// this test is not parallel: no other controller runs while it does.
 func TestRestartOverConvergedBooksMakesNoWrites(t *testing.T) {
-	t.Parallel()
 	const n = 200
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -30,17 +35,34 @@ func TestRestartOverConvergedBooksMakesNoWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	synced := metrics.ReconcileTotal.WithLabelValues(controller.Name, metrics.ResultSuccess)
+	syncedBefore := testutil.ToFloat64(synced)
 	var counter framework.RequestCounter
-	env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 8, RESTConfig: counter.Wrap(env.ControllerServiceAccountConfig(t))})
+	startedAt := time.Now()
+	env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 8,
+		RESTConfig: counter.Wrap(env.ControllerServiceAccountConfig(t)), LeaderElection: manager.LeaderElection{Identity: "restarted"}})
 	// Synced and idle: the initial lists (and the preflight) are done, and
 	// the request count has stopped moving for a while, long enough for 200
 	// queued syncs to have run many times over.
 	framework.Eventually(t, "the restarted controller to list its caches", func(context.Context) (bool, error) {
 		return counter.Gets() >= 3, nil
 	})
+	framework.Eventually(t, fmt.Sprintf("the restarted controller to sync all %d Books", n), func(context.Context) (bool, error) {
+		return testutil.ToFloat64(synced)-syncedBefore >= n, nil
+	})
 	waitQuiet(t, &counter, 3*time.Second)
 	if w := counter.Writes(); w != 0 {
 		t.Errorf("restart over %d converged Books made %d API writes, want 0", n, w)
+	}
+	// The API server's view: nothing written by the restarted replica.
+	var written []framework.AuditWrite
+	for _, w := range framework.ControllerWrites(env.AuditLog(t), ns) {
+		if w.Writer == "restarted" || w.At.After(startedAt) {
+			written = append(written, w)
+		}
+	}
+	if len(written) != 0 {
+		t.Errorf("the audit log shows %d writes after the restart: %v", len(written), written)
 	}
 	if got := countReady(ctx, ns); got != n {
 		t.Errorf("%d of %d Books Ready after the restart", got, n)

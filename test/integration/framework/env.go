@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -51,7 +54,8 @@ func Setup(installCRD bool) (*Env, error) {
 	if os.Getenv("BOOK_TEST_CLUSTER_LOG") != "" {
 		log = os.Stderr
 	}
-	opts := localcluster.Options{BinDir: binDir}
+	// The audit log is how tests prove who wrote what, and when.
+	opts := localcluster.Options{BinDir: binDir, AuditLog: true}
 	if log != nil {
 		opts.Log = log
 	}
@@ -131,6 +135,42 @@ func (e *Env) installCRDBeforeGC(ctx context.Context) error {
 		return fmt.Errorf("restarting kube-controller-manager: %w", err)
 	}
 	return nil
+}
+
+// AuditLog reads the API server's audit log once it holds the requests
+// received until now. The API server records a request when it has
+// answered it, so a write received just before this call can be recorded
+// after a later one: AuditLog sends a request of its own (a dry-run
+// create), waits until its line is in the log, and then waits half a second
+// more for writes that were still in etcd.
+func (e *Env) AuditLog(t testing.TB) []auditv1.Event {
+	t.Helper()
+	sentinel := fmt.Sprintf("audit-sentinel-%d", time.Now().UnixNano())
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: sentinel, Namespace: metav1.NamespaceDefault}}
+	if _, err := e.Kube.CoreV1().ConfigMaps(metav1.NamespaceDefault).Create(context.Background(), cm,
+		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatalf("writing the audit log's sentinel: %v", err)
+	}
+	deadline := time.Now().Add(Timeout)
+	for {
+		events, err := ReadAuditLog(e.Cluster.AuditLogPath())
+		if err != nil {
+			t.Fatalf("reading the audit log: %v", err)
+		}
+		for i := len(events) - 1; i >= 0; i-- {
+			if ref := events[i].ObjectRef; ref != nil && ref.Name == sentinel {
+				time.Sleep(500 * time.Millisecond)
+				if events, err = ReadAuditLog(e.Cluster.AuditLogPath()); err != nil {
+					t.Fatalf("reading the audit log: %v", err)
+				}
+				return events
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the audit log has no line for the sentinel request after %v", Timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // EditedKubeconfig writes to dir/name a copy of the admin kubeconfig changed
