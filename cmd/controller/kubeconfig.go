@@ -8,10 +8,9 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-)
 
-// userAgent identifies us in the API server's audit log and metrics.
-const userAgent = "book-controller"
+	"ydzs.io/book-controller/pkg/manager"
+)
 
 // restConfig builds the client configuration from --kubeconfig, then
 // $KUBECONFIG, then the in-cluster service account, and says in one sentence
@@ -42,7 +41,9 @@ func restConfig(o *options) (*rest.Config, error) {
 	if err := checkServerAddress(cfg, o.master); err != nil {
 		return nil, err
 	}
-	cfg.UserAgent = userAgent
+	// The manager appends the replica's identity, so that the API server's
+	// audit log names the replica behind every request.
+	cfg.UserAgent = manager.DefaultUserAgent + "/" + version()
 	cfg.QPS = o.qps
 	cfg.Burst = o.burst
 	return cfg, nil

@@ -44,17 +44,9 @@ func run(args []string) int {
 	}
 
 	ctx := klog.NewContext(signalContext(), klog.Background())
-	err = manager.Run(ctx, manager.Config{
-		RESTConfig:     cfg,
-		Namespace:      o.namespace,
-		Workers:        o.workers,
-		ResyncPeriod:   o.resyncPeriod,
-		LeaderElection: o.leaderElection,
-		MetricsAddr:    o.metricsAddr,
-		ProbeAddr:      o.probeAddr,
-		EventQPS:       o.eventQPS,
-		EventBurst:     o.eventBurst,
-	})
+	mgr := o.mgr
+	mgr.RESTConfig = cfg
+	err = manager.Run(ctx, mgr)
 	klog.Flush()
 	if err != nil {
 		return fail(err)

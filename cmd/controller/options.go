@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/leaderelection"
@@ -15,57 +14,24 @@ import (
 	"ydzs.io/book-controller/pkg/manager"
 )
 
-// options are the command-line settings. Defaults live in newOptions.
+// options are the command-line settings: where the API server is and how
+// fast to talk to it, and everything else as the manager takes it. Every
+// default comes from pkg/manager/defaults.go.
 type options struct {
-	kubeconfig   string
-	master       string
-	namespace    string
-	workers      int
-	resyncPeriod time.Duration
-	qps          float32
-	burst        int
-	eventQPS     float32
-	eventBurst   int
-
-	metricsAddr    string
-	probeAddr      string
-	leaderElection manager.LeaderElection
+	kubeconfig string
+	master     string
+	qps        float32
+	burst      int
+	// mgr is passed to manager.Run, with the client configuration.
+	mgr manager.Config
 }
 
-// newOptions returns the defaults. client-go's own 5 QPS / 10 burst would
-// cap a controller at a few Books per second. At 500 QPS the limit still
-// bound (docs/benchmark.md): each Book costs two requests on the core client
-// (ConfigMap, Event). 2000/4000 is above what an API server takes from one
-// client, so its priority-and-fairness paces us, while a runaway loop is
-// still capped.
+// newOptions returns the defaults.
 func newOptions() *options {
 	return &options{
-		// A sync is two round trips to the API server, 0.1–0.3 s under a
-		// burst, and almost no CPU. To keep up with Books arriving at rate λ
-		// takes λ × that many syncs in flight (Little's law): about 100 for
-		// the 650 Books/s a 2-core API server accepts. With 32 the queue
-		// grew and create→Ready p99 reached 1.5 s; with 128 it stays under
-		// 1 s (docs/benchmark.md). Idle workers cost a parked goroutine.
-		workers:      128,
-		resyncPeriod: 10 * time.Hour,
-		qps:          2000,
-		burst:        4000,
-		// Plenty for people reading Events. In a burst of thousands of
-		// Books most are dropped whatever the limit; a low one leaves the
-		// API server to the writes that make Books Ready: the kubelet's
-		// 50/100 cost about 30 % on create→Ready p99 (docs/benchmark.md).
-		eventQPS:   10,
-		eventBurst: 25,
-		// As kubebuilder's scaffold: metrics off unless asked for (the
-		// Deployment asks), probes on the port its manifests use.
-		metricsAddr: "0",
-		probeAddr:   ":8081",
-		leaderElection: manager.LeaderElection{
-			ID:            manager.DefaultLeaderElectionID,
-			LeaseDuration: manager.DefaultLeaseDuration,
-			RenewDeadline: manager.DefaultRenewDeadline,
-			RetryPeriod:   manager.DefaultRetryPeriod,
-		},
+		qps:   manager.DefaultKubeAPIQPS,
+		burst: manager.DefaultKubeAPIBurst,
+		mgr:   manager.Defaults(),
 	}
 }
 
@@ -76,23 +42,23 @@ func (o *options) flagSet() *pflag.FlagSet {
 		"Path to a kubeconfig. Defaults to $KUBECONFIG; when both are empty, the in-cluster configuration is used.")
 	fs.StringVar(&o.master, "master", o.master,
 		"Address of the Kubernetes API server. Overrides the server in the kubeconfig.")
-	fs.StringVar(&o.namespace, "namespace", o.namespace,
+	fs.StringVar(&o.mgr.Namespace, "namespace", o.mgr.Namespace,
 		"Only watch Books in this namespace. Empty watches all namespaces.")
-	fs.IntVar(&o.workers, "workers", o.workers,
+	fs.IntVar(&o.mgr.Workers, "workers", o.mgr.Workers,
 		"Number of Books synced concurrently.")
-	fs.DurationVar(&o.resyncPeriod, "resync-period", o.resyncPeriod,
+	fs.DurationVar(&o.mgr.ResyncPeriod, "resync-period", o.mgr.ResyncPeriod,
 		"How often the informers replay their caches to the controller; 0 disables resync.")
 	fs.Float32Var(&o.qps, "kube-api-qps", o.qps,
 		"Requests per second the controller may send to the API server (client-side limit).")
 	fs.IntVar(&o.burst, "kube-api-burst", o.burst,
 		"Requests the controller may send in a burst above --kube-api-qps.")
 
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr,
+	fs.StringVar(&o.mgr.MetricsAddr, "metrics-bind-address", o.mgr.MetricsAddr,
 		`Address to serve Prometheus metrics on /metrics, e.g. ":8080"; "0" turns it off.`)
-	fs.StringVar(&o.probeAddr, "health-probe-bind-address", o.probeAddr,
+	fs.StringVar(&o.mgr.ProbeAddr, "health-probe-bind-address", o.mgr.ProbeAddr,
 		`Address to serve /healthz and /readyz on; "0" turns it off.`)
 
-	le := &o.leaderElection
+	le := &o.mgr.LeaderElection
 	fs.BoolVar(&le.Enabled, "leader-elect", le.Enabled,
 		"Run workers only while holding a coordination.k8s.io Lease, so that replicas can stand by.")
 	fs.StringVar(&le.Namespace, "leader-elect-namespace", le.Namespace,
@@ -101,13 +67,13 @@ func (o *options) flagSet() *pflag.FlagSet {
 	fs.DurationVar(&le.LeaseDuration, "leader-elect-lease-duration", le.LeaseDuration,
 		"How long standbys wait after the last renewal before taking over.")
 	fs.DurationVar(&le.RenewDeadline, "leader-elect-renew-deadline", le.RenewDeadline,
-		"How long the leader keeps trying to renew before it stops working and exits.")
+		"How long after sending its last successful renewal the leader stops writing and exits.")
 	fs.DurationVar(&le.RetryPeriod, "leader-elect-retry-period", le.RetryPeriod,
 		"How often replicas try to acquire or renew the Lease.")
 
-	fs.Float32Var(&o.eventQPS, "event-qps", o.eventQPS,
+	fs.Float32Var(&o.mgr.EventQPS, "event-qps", o.mgr.EventQPS,
 		"Events per second sent to the API server; Events over the rate are dropped (they are best effort). 0: no limit.")
-	fs.IntVar(&o.eventBurst, "event-burst", o.eventBurst,
+	fs.IntVar(&o.mgr.EventBurst, "event-burst", o.mgr.EventBurst,
 		"Events that may be sent in a burst above --event-qps.")
 
 	goFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -178,31 +144,32 @@ func goStyleToPosix(fs *pflag.FlagSet, args []string) []string {
 
 // validate rejects values that parse but make no sense, naming the flag.
 func (o *options) validate() error {
+	m, le := &o.mgr, &o.mgr.LeaderElection
 	switch {
-	case o.workers < 1:
-		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
-	case o.resyncPeriod < 0:
-		return fmt.Errorf("--resync-period must be 0 (off) or positive, got %s", o.resyncPeriod)
+	case m.Workers < 1:
+		return fmt.Errorf("--workers must be at least 1, got %d", m.Workers)
+	case m.ResyncPeriod < 0:
+		return fmt.Errorf("--resync-period must be 0 (off) or positive, got %s", m.ResyncPeriod)
 	case o.qps < 0 && o.qps != -1:
 		return fmt.Errorf("--kube-api-qps must be positive, or -1 to disable client-side rate limiting; got %v", o.qps)
 	case o.burst < 1 && o.qps != -1:
 		return fmt.Errorf("--kube-api-burst must be at least 1, got %d", o.burst)
-	case o.eventQPS < 0:
-		return fmt.Errorf("--event-qps must be 0 (no limit) or positive, got %v", o.eventQPS)
-	case o.eventQPS > 0 && o.eventBurst < 1:
-		return fmt.Errorf("--event-burst must be at least 1, got %d", o.eventBurst)
-	case o.leaderElection.LeaseDuration <= o.leaderElection.RenewDeadline:
+	case m.EventQPS < 0:
+		return fmt.Errorf("--event-qps must be 0 (no limit) or positive, got %v", m.EventQPS)
+	case m.EventQPS > 0 && m.EventBurst < 1:
+		return fmt.Errorf("--event-burst must be at least 1, got %d", m.EventBurst)
+	case le.LeaseDuration <= le.RenewDeadline:
 		return fmt.Errorf("--leader-elect-lease-duration (%s) must be longer than --leader-elect-renew-deadline (%s)",
-			o.leaderElection.LeaseDuration, o.leaderElection.RenewDeadline)
-	case o.leaderElection.RetryPeriod <= 0:
-		return fmt.Errorf("--leader-elect-retry-period must be positive, got %s", o.leaderElection.RetryPeriod)
-	case float64(o.leaderElection.RenewDeadline) <= leaderelection.JitterFactor*float64(o.leaderElection.RetryPeriod):
+			le.LeaseDuration, le.RenewDeadline)
+	case le.RetryPeriod <= 0:
+		return fmt.Errorf("--leader-elect-retry-period must be positive, got %s", le.RetryPeriod)
+	case float64(le.RenewDeadline) <= leaderelection.JitterFactor*float64(le.RetryPeriod):
 		return fmt.Errorf("--leader-elect-renew-deadline (%s) must be longer than %.1f x --leader-elect-retry-period (%s)",
-			o.leaderElection.RenewDeadline, leaderelection.JitterFactor, o.leaderElection.RetryPeriod)
-	case o.leaderElection.ID == "":
+			le.RenewDeadline, leaderelection.JitterFactor, le.RetryPeriod)
+	case le.ID == "":
 		return fmt.Errorf("--leader-elect-id must not be empty")
-	case o.namespace != "" && len(o.namespace) > 63:
-		return fmt.Errorf("--namespace %q is longer than 63 characters and cannot name a namespace", o.namespace)
+	case m.Namespace != "" && len(m.Namespace) > 63:
+		return fmt.Errorf("--namespace %q is longer than 63 characters and cannot name a namespace", m.Namespace)
 	}
 	return nil
 }

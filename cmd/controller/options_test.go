@@ -40,7 +40,7 @@ func TestParseDefaults(t *testing.T) {
 	if *o != *want {
 		t.Errorf("parse() = %+v, want the defaults %+v", *o, *want)
 	}
-	if o.kubeconfig != "" || o.master != "" || o.namespace != "" {
+	if o.kubeconfig != "" || o.master != "" || o.mgr.Namespace != "" {
 		t.Errorf("parse() = %+v: kubeconfig, master and namespace must default to empty", *o)
 	}
 }
@@ -80,9 +80,9 @@ func TestParseMixedFlags(t *testing.T) {
 			}
 			t.Run(strings.Join(args, " "), func(t *testing.T) {
 				o := parseOK(t, args...)
-				if o.kubeconfig != path || o.workers != 4 || o.namespace != "ns" || o.resyncPeriod != time.Minute {
+				if o.kubeconfig != path || o.mgr.Workers != 4 || o.mgr.Namespace != "ns" || o.mgr.ResyncPeriod != time.Minute {
 					t.Errorf("parse(%q) = kubeconfig %q workers %d namespace %q resync-period %v; want %q 4 \"ns\" 1m0s",
-						args, o.kubeconfig, o.workers, o.namespace, o.resyncPeriod, path)
+						args, o.kubeconfig, o.mgr.Workers, o.mgr.Namespace, o.mgr.ResyncPeriod, path)
 				}
 				if !klog.V(2).Enabled() || klog.V(3).Enabled() {
 					t.Errorf("parse(%q) did not set klog's verbosity to 2", args)
@@ -99,7 +99,7 @@ func TestParseMixedFlags(t *testing.T) {
 
 func TestParseOtherFlags(t *testing.T) {
 	o := parseOK(t, "-master", "https://127.0.0.1:6443", "--kube-api-qps=50", "-kube-api-burst", "100", "-resync-period", "0")
-	if o.master != "https://127.0.0.1:6443" || o.qps != 50 || o.burst != 100 || o.resyncPeriod != 0 {
+	if o.master != "https://127.0.0.1:6443" || o.qps != 50 || o.burst != 100 || o.mgr.ResyncPeriod != 0 {
 		t.Errorf("got %+v", *o)
 	}
 }
@@ -117,9 +117,9 @@ func TestParseDashValue(t *testing.T) {
 		{[]string{"-kubeconfig", "--weird-name"}, func(o *options) bool { return o.kubeconfig == "--weird-name" }, `kubeconfig "--weird-name"`},
 		// The value looks like another known flag, and still is a value.
 		{[]string{"-kubeconfig", "-namespace", "-workers", "3"}, func(o *options) bool {
-			return o.kubeconfig == "-namespace" && o.workers == 3 && o.namespace == ""
+			return o.kubeconfig == "-namespace" && o.mgr.Workers == 3 && o.mgr.Namespace == ""
 		}, `kubeconfig "-namespace", workers 3`},
-		{[]string{"-kubeconfig=-x", "-namespace", "-"}, func(o *options) bool { return o.kubeconfig == "-x" && o.namespace == "-" }, `kubeconfig "-x", namespace "-"`},
+		{[]string{"-kubeconfig=-x", "-namespace", "-"}, func(o *options) bool { return o.kubeconfig == "-x" && o.mgr.Namespace == "-" }, `kubeconfig "-x", namespace "-"`},
 		// --kube-api-qps documents -1 as "no client-side limit".
 		{[]string{"-kube-api-qps", "-1"}, func(o *options) bool { return o.qps == -1 }, "qps -1"},
 		{[]string{"--kube-api-qps", "-1", "--kube-api-burst", "0"}, func(o *options) bool { return o.qps == -1 && o.burst == 0 }, "qps -1, burst 0"},
