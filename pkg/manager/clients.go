@@ -17,16 +17,21 @@ import (
 
 // clients are one manager's connections to the API server.
 type clients struct {
-	// kube (ConfigMaps, Events, discovery) and books write only through
-	// the fence, when there is one. The informers read through them too.
+	// kube (ConfigMaps, Events) and books are the controller's: their
+	// writes go through the fence, when there is one.
 	kube  kubernetes.Interface
 	books versioned.Interface
+	// kubeReads and bookReads list and watch for the informers, and ask
+	// for discovery. They never write, and are never cut by the fence, so
+	// that losing leadership does not turn into a storm of re-lists.
+	kubeReads kubernetes.Interface
+	bookReads versioned.Interface
 	// leases holds the leader-election Lease. It is never fenced: it must
 	// acquire, renew and release.
 	leases coordinationv1client.CoordinationV1Interface
-	// writers and others dial every connection the clients open, so that
-	// Run closes them all when it returns, and the fence can cut the
-	// writers' at once.
+	// writers dials the connections of kube and books, which the fence
+	// cuts on a loss; others dials every other connection. Run closes both
+	// when it returns.
 	writers, others *connrotation.Dialer
 }
 
@@ -42,6 +47,8 @@ func newClients(cfg *rest.Config, ua string, fence func(*rest.Config) *rest.Conf
 	if fence != nil {
 		writing = fence(writing)
 	}
+	reading := rest.CopyConfig(base)
+	reading.Dial = c.others.DialContext
 	var err error
 	if c.kube, err = kubernetes.NewForConfig(coreTypesConfig(writing)); err != nil {
 		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
@@ -49,9 +56,13 @@ func newClients(cfg *rest.Config, ua string, fence func(*rest.Config) *rest.Conf
 	if c.books, err = versioned.NewForConfig(writing); err != nil {
 		return nil, fmt.Errorf("creating Book client: %w", err)
 	}
-	leasing := coreTypesConfig(base)
-	leasing.Dial = c.others.DialContext
-	if c.leases, err = coordinationv1client.NewForConfig(leasing); err != nil {
+	if c.kubeReads, err = kubernetes.NewForConfig(coreTypesConfig(reading)); err != nil {
+		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	if c.bookReads, err = versioned.NewForConfig(reading); err != nil {
+		return nil, fmt.Errorf("creating Book client: %w", err)
+	}
+	if c.leases, err = coordinationv1client.NewForConfig(coreTypesConfig(reading)); err != nil {
 		return nil, fmt.Errorf("creating Lease client: %w", err)
 	}
 	return c, nil

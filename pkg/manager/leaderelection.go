@@ -92,7 +92,8 @@ func (l *leader) run(ctx context.Context) error {
 				logger.Info("Stopped leading", "lease", lease, "identity", l.le.Identity)
 			},
 			OnNewLeader: func(identity string) {
-				if identity != l.le.Identity {
+				// After a loss the process is on its way out, not standing by.
+				if identity != l.le.Identity && l.fence.Cause() == nil {
 					logger.Info("Another replica leads; standing by", "leader", identity)
 				}
 			},

@@ -144,7 +144,7 @@ func (m *manager) connect(context.Context) error {
 // each, before anything starts: client-go would otherwise retry them for
 // ever, logging each attempt.
 func (m *manager) preflight(ctx context.Context) error {
-	err := Preflight(ctx, m.cfg.RESTConfig.Host, m.clients.kube.Discovery().RESTClient())
+	err := Preflight(ctx, m.cfg.RESTConfig.Host, m.clients.kubeReads.Discovery().RESTClient())
 	if err == nil && m.cfg.LeaderElection.Enabled {
 		le := m.cfg.LeaderElection
 		err = PreflightLease(ctx, m.clients.leases, le.Namespace, le.ID)
@@ -165,7 +165,7 @@ func (m *manager) buildController(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.kubeFactory, m.bookFactory = controller.NewInformerFactories(m.clients.kube, m.clients.books, m.cfg.Namespace, m.cfg.ResyncPeriod)
+	m.kubeFactory, m.bookFactory = controller.NewInformerFactories(m.clients.kubeReads, m.clients.bookReads, m.cfg.Namespace, m.cfg.ResyncPeriod)
 	c, err := controller.New(m.clients.kube, m.clients.books, m.bookFactory.Webapp().V1().Books(),
 		m.kubeFactory.Core().V1().ConfigMaps(), recorder, m.cfg.Controller)
 	if err != nil {

@@ -1,10 +1,10 @@
 package binary_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,121 +13,237 @@ import (
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
-const (
-	leaseID       = "book-controller"
-	leaseDuration = 4 * time.Second
-)
+const leaseID = "book-controller"
 
-// replica is one controller process with leader election on.
-type replica struct {
-	cmd         *exec.Cmd
-	out         *bytes.Buffer
-	metricsAddr string
-	exited      chan struct{} // closed when the process has been reaped
-}
+// exitSlack is what the issue allows a replica between losing its Lease and
+// exiting, on top of the renew deadline.
+const exitSlack = 2 * time.Second
 
-func startReplica(t *testing.T, ns string) *replica {
-	t.Helper()
-	r := &replica{out: &bytes.Buffer{}, metricsAddr: framework.FreeAddr(t), exited: make(chan struct{})}
-	r.cmd = exec.Command(binary, "--kubeconfig", env.Cluster.KubeconfigPath(), "--namespace", ns,
-		"--leader-elect", "--leader-elect-namespace", ns, "--leader-elect-id", leaseID,
-		"--leader-elect-lease-duration", leaseDuration.String(), "--leader-elect-renew-deadline", "3s",
-		"--leader-elect-retry-period", "500ms",
-		"--metrics-bind-address", r.metricsAddr, "--health-probe-bind-address", "0")
-	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
-	if err := r.cmd.Start(); err != nil {
+// TestLeaderElection runs pairs of controller processes with leader
+// election through the ways leadership ends: a SIGKILLed leader, a Lease
+// taken from the leader, a partitioned leader, a SIGTERM as a standby takes
+// over, and a SIGTERM whose drain loses the Lease. Who wrote what, and when,
+// comes from the API server's audit log; each replica's user agent names it.
+// The scenarios run in parallel, each in a namespace and with a Lease of
+// its own.
+func TestLeaderElection(t *testing.T) {
+	if err := framework.InstallCRD(context.Background(), env.Extensions); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		_ = r.cmd.Wait()
-		close(r.exited)
-	}()
-	t.Cleanup(func() {
-		_ = r.cmd.Process.Kill()
-		<-r.exited
-		if t.Failed() {
-			t.Logf("replica output:\n%s", r.out.String())
+	t.Run("SIGKILLed leader", func(t *testing.T) { t.Parallel(); testLeaderKilled(t) })
+	t.Run("Lease taken", func(t *testing.T) { t.Parallel(); testLeaseTaken(t) })
+	t.Run("partition", func(t *testing.T) { t.Parallel(); testPartition(t) })
+	t.Run("SIGTERM during takeover", func(t *testing.T) { t.Parallel(); testSIGTERMDuringTakeover(t) })
+	t.Run("SIGTERM during a drain that loses the Lease", func(t *testing.T) { t.Parallel(); testDrainLosesLease(t) })
+}
+
+// pair starts two replicas and returns them leader first.
+func pair(t *testing.T, ns string, opts framework.ReplicaOptions) (leader, standby *framework.Replica) {
+	t.Helper()
+	opts.Namespace, opts.LeaseID = ns, leaseID
+	a := env.StartReplica(t, binary, "replica-a", opts)
+	b := env.StartReplica(t, binary, "replica-b", opts)
+	leader = env.WaitForLeaseHolder(t, ns, leaseID, a, b)
+	if leader == a {
+		return a, b
+	}
+	return b, a
+}
+
+// createBooks creates n Books named prefix-i.
+func createBooks(t *testing.T, ns, prefix string, n int) []string {
+	t.Helper()
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("%s-%02d", prefix, i)
+		if _, err := env.Books.WebappV1().Books(ns).Create(context.Background(), framework.NewBook(ns, names[i], "t", int32(i)), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
+	}
+	return names
+}
+
+func waitReady(t *testing.T, ns string, names []string) {
+	t.Helper()
+	for _, name := range names {
+		env.WaitForReady(t, ns, name, metav1.ConditionTrue, "ConfigMapReady")
+	}
+}
+
+// expectLossExit waits for r to exit after losing its Lease at lostAt, and
+// checks that it did so within the renew deadline plus two seconds, with
+// exit code 1 and a last line that says why (containing why).
+func expectLossExit(t *testing.T, r *framework.Replica, lostAt time.Time, why string) time.Duration {
+	t.Helper()
+	limit := framework.TestLeaderTimings.RenewDeadline + exitSlack
+	code, err := r.Wait(time.Until(lostAt.Add(limit)) + 10*time.Second) // the check below is the bound
+	if err != nil {
+		t.Fatalf("%s still runs %v after losing its Lease", r.Name, limit+10*time.Second)
+	}
+	took := r.ExitedAt().Sub(lostAt)
+	t.Logf("%s exited %v after losing its Lease; its last lines:\n%s", r.Name, took.Round(time.Millisecond), r.Tail(6))
+	if took > limit {
+		t.Errorf("%s exited %v after losing its Lease, want within %v", r.Name, took.Round(time.Millisecond), limit)
+	}
+	if code != 1 {
+		t.Errorf("%s exited with code %d after losing its Lease, want 1", r.Name, code)
+	}
+	lines := strings.Split(strings.TrimSpace(r.Output()), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "book-controller: error: lost leader election") || !strings.Contains(last, why) {
+		t.Errorf("%s's last line is %q, want the reason it exited (lost leader election, %s)", r.Name, last, why)
+	}
+	return took
+}
+
+// testLeaderKilled: the standby takes over within the lease duration plus
+// 5 s of the leader's SIGKILL (no chance to release), and converges the
+// Books created meanwhile; before, it wrote nothing.
+func testLeaderKilled(t *testing.T) {
+	ns := env.Namespace(t)
+	leader, standby := pair(t, ns, framework.ReplicaOptions{})
+	waitReady(t, ns, createBooks(t, ns, "before", 3))
+	if v := metric(t, standby, "book_controller_reconcile_total"); v != 0 {
+		t.Fatalf("the standby reconciled %v times while the leader was alive", v)
+	}
+	if v := metric(t, standby, "leader_election_master_status"); v != 0 {
+		t.Fatalf("both replicas report leading")
+	}
+
+	if err := leader.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := leader.KilledAt()
+	after := createBooks(t, ns, "after", 3)
+	waitReady(t, ns, after)
+	if v := metric(t, standby, "leader_election_master_status"); v != 1 {
+		t.Errorf("the new leader reports leader_election_master_status %v", v)
+	}
+	r := env.CheckLeadership(t, ns, leaseID, framework.TestLeaderTimings.RenewDeadline, false)
+	next, ok := r.FirstLeadershipAfter(killedAt, leader.Identity)
+	if !ok || next.Holder != standby.Identity {
+		t.Fatalf("the audit log shows no takeover by %s after the kill", standby.Identity)
+	}
+	if took, limit := next.From.Sub(killedAt), framework.TestLeaderTimings.LeaseDuration+5*time.Second; took > limit {
+		t.Errorf("takeover took %v, want within %v", took, limit)
+	}
+}
+
+// testLeaseTaken: the Lease is given to the standby in the middle of a
+// burst, as a partitioned leader finds it. The old leader stops and exits
+// within the renew deadline plus 2 s; the new one converges every Book.
+func testLeaseTaken(t *testing.T) {
+	ns := env.Namespace(t)
+	leader, standby := pair(t, ns, framework.ReplicaOptions{})
+	before := createBooks(t, ns, "before", 20)
+	takenAt := env.TakeLease(t, ns, leaseID, standby.Identity)
+	during := createBooks(t, ns, "during", 20)
+
+	took := expectLossExit(t, leader, takenAt, fmt.Sprintf("held by %q", standby.Identity))
+	waitReady(t, ns, append(before, during...))
+	r := env.CheckLeadership(t, ns, leaseID, framework.TestLeaderTimings.RenewDeadline, true)
+	t.Logf("the old leader exited %v after the take; %d of its writes came after the take, before it noticed", took.Round(time.Millisecond), len(r.Stale))
+}
+
+// testPartition: the leader's connection to the API server black-holes
+// (accepted, never answered, never closed) for longer than the lease. The
+// leader stops writing at its renew deadline and exits; the standby takes
+// over within the lease duration plus 5 s; after the heal, the old leader
+// writes nothing.
+func testPartition(t *testing.T) {
+	ns := env.Namespace(t)
+	leader, standby := pair(t, ns, framework.ReplicaOptions{ViaProxy: true})
+	before := createBooks(t, ns, "before", 10)
+	waitReady(t, ns, before)
+
+	cutAt := time.Now()
+	leader.Proxy.BlackHole()
+	during := createBooks(t, ns, "during", 10)
+	expectLossExit(t, leader, cutAt, "not renewed within the 3s renew deadline")
+	waitReady(t, ns, during)
+	time.Sleep(time.Until(cutAt.Add(8 * time.Second)))
+	healedAt := time.Now()
+	leader.Proxy.Pass()
+	time.Sleep(time.Second)
+
+	r := env.CheckLeadership(t, ns, leaseID, framework.TestLeaderTimings.RenewDeadline, false)
+	next, ok := r.FirstLeadershipAfter(cutAt, leader.Identity)
+	if !ok || next.Holder != standby.Identity {
+		t.Fatalf("the audit log shows no takeover by %s after the partition", standby.Identity)
+	}
+	if took, limit := next.From.Sub(cutAt), framework.TestLeaderTimings.LeaseDuration+5*time.Second; took > limit {
+		t.Errorf("takeover took %v after the partition began, want within %v", took, limit)
+	}
+	for _, w := range r.Writes {
+		if w.Writer == leader.Identity && w.At.After(cutAt) {
+			t.Errorf("the partitioned leader's write reached the API server (healed at %s): %s", healedAt.Format("15:04:05.000"), w)
+		}
+	}
+}
+
+// testSIGTERMDuringTakeover: the standby is told to stop just as it takes
+// over a queue full of work. Whether or not its workers started, it writes
+// only while it holds the Lease, releases it, and exits 0.
+func testSIGTERMDuringTakeover(t *testing.T) {
+	ns := env.Namespace(t)
+	leader, standby := pair(t, ns, framework.ReplicaOptions{})
+	waitReady(t, ns, createBooks(t, ns, "before", 3))
+	if err := leader.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	createBooks(t, ns, "queued", 30)
+
+	framework.Eventually(t, standby.Name+" to take the Lease", func(ctx context.Context) (bool, error) {
+		return env.LeaseHolder(ctx, ns, leaseID) == standby.Identity, nil
 	})
-	return r
+	if err := standby.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code, err := standby.Wait(40 * time.Second) // a drain is bounded by 20 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 {
+		t.Errorf("%s exited with code %d after SIGTERM, want 0", standby.Name, code)
+	}
+	r := env.CheckLeadership(t, ns, leaseID, framework.TestLeaderTimings.RenewDeadline, false)
+	last, ok := r.LastLeadershipOf(standby.Identity, time.Now())
+	if !ok || !last.Released {
+		t.Errorf("%s did not release the Lease after SIGTERM: %v", standby.Name, r.Periods)
+	}
+}
+
+// testDrainLosesLease: SIGTERM starts a drain of a long queue (one worker,
+// every request of the leader slowed down by its proxy); then its
+// connection black-holes, so it can no longer renew. The fence ends the
+// drain at the renew deadline: the leader exits 1 within the renew deadline
+// plus 2 s of its last renewal, having written nothing after it.
+func testDrainLosesLease(t *testing.T) {
+	ns := env.Namespace(t)
+	leader, _ := pair(t, ns, framework.ReplicaOptions{ViaProxy: true, Args: []string{"--workers", "1"}})
+	leader.Proxy.Latency(300 * time.Millisecond)
+	createBooks(t, ns, "queued", 40)
+	if err := leader.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if !leader.Running() {
+		t.Fatalf("%s exited at once on SIGTERM with 40 Books queued; want a drain:\n%s", leader.Name, leader.Tail(20))
+	}
+	cutAt := time.Now()
+	leader.Proxy.BlackHole()
+	expectLossExit(t, leader, cutAt, "not renewed within")
+	env.CheckLeadership(t, ns, leaseID, framework.TestLeaderTimings.RenewDeadline, false)
 }
 
 // metric reads one value from the replica's /metrics; -1 if unreachable.
-func (r *replica) metric(t *testing.T, name string, labels ...string) float64 {
-	code, _, err := framework.HTTPGet(r.metricsAddr, "/metrics")
+func metric(t *testing.T, r *framework.Replica, name string, labels ...string) float64 {
+	code, _, err := framework.HTTPGet(r.MetricsAddr, "/metrics")
 	if err != nil || code != 200 {
 		return -1
 	}
-	v, err := framework.MetricValue(framework.Scrape(t, r.metricsAddr), name, labels...)
+	v, err := framework.MetricValue(framework.Scrape(t, r.MetricsAddr), name, labels...)
 	if err != nil {
 		return -1
 	}
 	return v
-}
-
-// TestLeaderKilledStandbyTakesOver runs two controller processes with
-// leader election, SIGKILLs the leader (no chance to release the Lease) and
-// expects the standby to take over within the lease duration plus 5s.
-func TestLeaderKilledStandbyTakesOver(t *testing.T) {
-	ctx := context.Background()
-	if err := framework.InstallCRD(ctx, env.Extensions); err != nil {
-		t.Fatal(err)
-	}
-	ns := env.Namespace(t)
-	replicas := []*replica{startReplica(t, ns), startReplica(t, ns)}
-
-	var leader, standby *replica
-	framework.Eventually(t, "one replica to lead", func(context.Context) (bool, error) {
-		for i, r := range replicas {
-			if r.metric(t, "leader_election_master_status") == 1 {
-				leader, standby = r, replicas[1-i]
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-
-	for i := range 3 {
-		name := fmt.Sprintf("before-%d", i)
-		if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, name, "t", 1), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		env.WaitForReady(t, ns, name, metav1.ConditionTrue, "ConfigMapReady")
-	}
-	if v := standby.metric(t, "book_controller_reconcile_total"); v != 0 {
-		t.Fatalf("the standby reconciled %v times while the leader was alive", v)
-	}
-	if v := standby.metric(t, "leader_election_master_status"); v != 0 {
-		t.Fatalf("both replicas report leading")
-	}
-	holderBefore := holder(ctx, t, ns)
-
-	if err := leader.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-leader.exited
-	killedAt := time.Now()
-	framework.Eventually(t, "the standby to take the Lease", func(ctx context.Context) (bool, error) {
-		h := holder(ctx, t, ns)
-		return h != "" && h != holderBefore, nil
-	})
-	if took := time.Since(killedAt); took > leaseDuration+5*time.Second {
-		t.Errorf("takeover took %v, want within %v", took, leaseDuration+5*time.Second)
-	}
-
-	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "after", "t", 1), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	env.WaitForReady(t, ns, "after", metav1.ConditionTrue, "ConfigMapReady")
-	if v := standby.metric(t, "leader_election_master_status"); v != 1 {
-		t.Errorf("the new leader reports leader_election_master_status %v", v)
-	}
-}
-
-func holder(ctx context.Context, t *testing.T, ns string) string {
-	lease, err := env.Kube.CoordinationV1().Leases(ns).Get(ctx, leaseID, metav1.GetOptions{})
-	if err != nil || lease.Spec.HolderIdentity == nil {
-		return ""
-	}
-	return *lease.Spec.HolderIdentity
 }

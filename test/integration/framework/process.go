@@ -50,6 +50,7 @@ type Process struct {
 	mu       sync.Mutex
 	lines    []LogLine
 	killedAt time.Time
+	exitedAt time.Time
 	waitErr  error
 }
 
@@ -95,10 +96,11 @@ func startProcess(name, bin string, args []string) (*Process, error) {
 	}()
 	go func() {
 		err := cmd.Wait()
+		exitedAt := time.Now()
 		<-readDone // EOF: every line the process wrote is recorded
 		pr.Close()
 		p.mu.Lock()
-		p.waitErr = err
+		p.waitErr, p.exitedAt = err, exitedAt
 		p.mu.Unlock()
 		close(p.exited)
 	}()
@@ -163,6 +165,13 @@ func (p *Process) KilledAt() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.killedAt
+}
+
+// ExitedAt is when the process was seen to exit; zero while it runs.
+func (p *Process) ExitedAt() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitedAt
 }
 
 // Signal sends sig to the process.

@@ -1,0 +1,185 @@
+//go:build linux
+
+package framework
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// LeaderTimings are a Lease's duration, renew deadline and retry period.
+type LeaderTimings struct {
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// TestLeaderTimings are short, so takeovers happen within seconds, and keep
+// kube-controller-manager's proportions: the renew deadline leaves a second
+// between the moment a lost leader stops writing and the earliest moment a
+// standby may start, and a retry period fits six times into it.
+var TestLeaderTimings = LeaderTimings{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
+
+// ReplicaOptions describe a controller process with leader election.
+type ReplicaOptions struct {
+	// Namespace is watched, and holds the Lease.
+	Namespace string
+	// LeaseID names the Lease.
+	LeaseID string
+	// Timings default to TestLeaderTimings.
+	Timings LeaderTimings
+	// ViaProxy puts a Proxy of the replica's own between it and the API
+	// server, so a test can cut or slow down this replica alone.
+	ViaProxy bool
+	// Args are more flags (-v=2, --workers...).
+	Args []string
+}
+
+// Replica is a controller process with leader election.
+type Replica struct {
+	*Process
+	// Identity is what the replica calls itself in the Lease and in its
+	// user agent, read from its first log lines.
+	Identity    string
+	MetricsAddr string
+	ProbeAddr   string
+	// Proxy is nil unless ReplicaOptions.ViaProxy.
+	Proxy *Proxy
+}
+
+var identityRE = regexp.MustCompile(`"Starting Book controller".* identity="([^"]+)"`)
+
+// StartReplica starts the controller binary bin as a replica (as the
+// cluster admin), waits until it has passed its checks and named itself,
+// and returns it. It is killed at the end of the test.
+func (e *Env) StartReplica(t testing.TB, bin, name string, o ReplicaOptions) *Replica {
+	t.Helper()
+	if o.Timings == (LeaderTimings{}) {
+		o.Timings = TestLeaderTimings
+	}
+	r := &Replica{MetricsAddr: FreeAddr(t), ProbeAddr: FreeAddr(t)}
+	kubeconfig := e.Cluster.KubeconfigPath()
+	if o.ViaProxy {
+		r.Proxy, kubeconfig = e.StartAPIServerProxy(t, t.TempDir(), name+".kubeconfig")
+	}
+	args := append([]string{"--kubeconfig", kubeconfig, "--namespace", o.Namespace,
+		"--leader-elect", "--leader-elect-namespace", o.Namespace, "--leader-elect-id", o.LeaseID,
+		"--leader-elect-lease-duration", o.Timings.LeaseDuration.String(),
+		"--leader-elect-renew-deadline", o.Timings.RenewDeadline.String(),
+		"--leader-elect-retry-period", o.Timings.RetryPeriod.String(),
+		"--metrics-bind-address", r.MetricsAddr, "--health-probe-bind-address", r.ProbeAddr}, o.Args...)
+	r.Process = StartProcess(t, name, bin, args...)
+	deadline := time.Now().Add(Timeout)
+	for r.Identity == "" {
+		for _, l := range r.Lines() {
+			if m := identityRE.FindStringSubmatch(l.Text); m != nil {
+				r.Identity = m[1]
+			}
+		}
+		if r.Identity != "" {
+			break
+		}
+		if !r.Running() || time.Now().After(deadline) {
+			t.Fatalf("%s did not start:\n%s", name, r.Tail(30))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return r
+}
+
+// LeaseHolder is the holder of the Lease namespace/name, "" if none.
+func (e *Env) LeaseHolder(ctx context.Context, namespace, name string) string {
+	lease, err := e.Kube.CoordinationV1().Leases(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *lease.Spec.HolderIdentity
+}
+
+// WaitForLeaseHolder waits until one of replicas holds the Lease and
+// returns it.
+func (e *Env) WaitForLeaseHolder(t testing.TB, namespace, name string, replicas ...*Replica) *Replica {
+	t.Helper()
+	var holder *Replica
+	Eventually(t, "a replica to hold the Lease "+namespace+"/"+name, func(ctx context.Context) (bool, error) {
+		h := e.LeaseHolder(ctx, namespace, name)
+		for _, r := range replicas {
+			if r.Identity == h {
+				holder = r
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return holder
+}
+
+// TakeLease gives the Lease to holder for an hour, as `kubectl patch lease
+// NAME --type merge -p '{"spec":{"holderIdentity":...}}'` would: the way a
+// partitioned leader finds its Lease when it comes back. It returns when.
+func (e *Env) TakeLease(t testing.TB, namespace, name, holder string) time.Time {
+	t.Helper()
+	now := time.Now()
+	patch := fmt.Sprintf(`{"spec":{"holderIdentity":%q,"renewTime":%q,"leaseDurationSeconds":3600}}`,
+		holder, now.UTC().Format("2006-01-02T15:04:05.000000Z07:00"))
+	if _, err := e.Kube.CoordinationV1().Leases(namespace).Patch(context.Background(), name, types.MergePatchType,
+		[]byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("taking the Lease: %v", err)
+	}
+	return now
+}
+
+// CheckLeadership reads the audit log and fails the test on any write of a
+// replica outside its leadership (before it acquired the Lease, after its
+// last renewal plus the renew deadline, or after it released it), and on
+// any two leaderships that overlap unless forced says the Lease was taken
+// by force. It logs the periods and returns the report.
+func (e *Env) CheckLeadership(t testing.TB, namespace, leaseID string, renewDeadline time.Duration, forced bool) *LeadershipReport {
+	t.Helper()
+	r, err := Leaderships(e.AuditLog(t), namespace, leaseID, namespace, renewDeadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range r.Periods {
+		t.Logf("leadership: %s", p)
+	}
+	for _, w := range r.Outside {
+		t.Errorf("a write outside its writer's leadership: %s", w)
+	}
+	if !forced {
+		for _, o := range r.Overlaps {
+			t.Errorf("two leaders at once: %s", o)
+		}
+		for _, w := range r.Stale {
+			t.Errorf("a write after the Lease named another holder: %s", w)
+		}
+	}
+	return r
+}
+
+// FirstLeadershipAfter is the first period of a holder other than not that
+// began after t: a takeover.
+func (r *LeadershipReport) FirstLeadershipAfter(t time.Time, not string) (Leadership, bool) {
+	for _, p := range r.Periods {
+		if p.Holder != not && p.From.After(t) {
+			return p, true
+		}
+	}
+	return Leadership{}, false
+}
+
+// LastLeadershipOf is the holder's last period that began before t.
+func (r *LeadershipReport) LastLeadershipOf(holder string, before time.Time) (Leadership, bool) {
+	var last Leadership
+	found := false
+	for _, p := range r.Periods {
+		if p.Holder == holder && p.From.Before(before) {
+			last, found = p, true
+		}
+	}
+	return last, found
+}
