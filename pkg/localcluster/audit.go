@@ -14,16 +14,17 @@ const (
 // API server's side rather than from a client's logs: every write to Books
 // (and their status), ConfigMaps and Events at Metadata level (verb, object,
 // user agent, timestamps, response code), and every write to a Lease at
-// Request level, whose body says who the holder became and when it was
-// renewed, so leadership intervals can be derived too. Reads and watches are
-// not recorded; they would dwarf the rest.
+// RequestResponse level, whose bodies say who the holder became, when it
+// was renewed and which version of the Lease that stored, so leadership
+// intervals can be derived too. Reads and watches are not recorded; they
+// would dwarf the rest.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 # ResponseComplete carries both the time the request was received and the
 # time it was answered; RequestReceived would only double the lines.
 omitStages: ["RequestReceived"]
 rules:
-- level: Request
+- level: RequestResponse
   verbs: ["create", "update", "patch", "delete"]
   resources:
   - group: "coordination.k8s.io"

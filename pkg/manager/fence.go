@@ -26,14 +26,18 @@ var ErrWriteFenced = errors.New("write refused: this replica does not hold the l
 // after leadership is lost. The leader elector's own Lease client is not
 // fenced: it must renew, and release.
 //
-// The proof is time. Each successful renewal of the Lease (reported by
-// fencingLock) opens the fence until the moment the renewal was sent plus
-// the renew deadline, and each admitted write gets a context that ends at
-// that same moment. A standby takes the Lease only a lease duration after
-// it saw the last renewal, which it cannot have seen before the renewal was
-// sent; the lease duration being longer than the renew deadline, a leader
-// that is partitioned, slowed down or paused stops writing before any other
-// replica may start, whether or not its elector has noticed yet.
+// The proof is time. Each successful renewal of the Lease that a standby
+// can see (reported by fencingLock) opens the fence until the moment the
+// renewal was sent plus the renew deadline, and each admitted write gets a
+// context that ends at that same moment. A standby takes the Lease only a
+// lease duration after it saw the last renewal, which it cannot have seen
+// before the renewal was sent; the lease duration being longer than the
+// renew deadline, a leader that is partitioned, slowed down or paused stops
+// writing before any other replica may start, whether or not its elector
+// has noticed yet. What no client can stop is a write already on its way:
+// one admitted at the last moment reaches the server as late as the network
+// delivers it, so the promise holds while that takes less than the lease
+// duration minus the renew deadline (5 s with the defaults).
 //
 // Once the deadline passes without renewal, or the Lease shows another
 // holder, leadership is lost for good: the fence never opens again, the

@@ -331,6 +331,13 @@ func (l *fakeLock) Describe() string                      { return "fake" }
 func (l *fakeLock) setHolder(h string) *fakeLock          { l.record.HolderIdentity = h; return l }
 func (l *fakeLock) withLatency(d time.Duration) *fakeLock { l.latency = d; return l }
 
+// renewal is the record the elector writes to renew at the fake clock's
+// time.
+func renewal(f *fenceFixture, holder string) resourcelock.LeaderElectionRecord {
+	now := metav1.NewTime(f.clock.Now())
+	return resourcelock.LeaderElectionRecord{HolderIdentity: holder, LeaseDurationSeconds: 15, AcquireTime: metav1.NewTime(tStart), RenewTime: now}
+}
+
 // TestFencingLockReportsWhenTheRenewalWasSent: a renewal that takes 4 s to
 // be answered leaves the writes 6 s, not 10.
 func TestFencingLockReportsWhenTheRenewalWasSent(t *testing.T) {
@@ -348,7 +355,7 @@ func TestFencingLockReportsWhenTheRenewalWasSent(t *testing.T) {
 		t.Error("acquired before any update")
 	}
 
-	if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+	if err := lock.Update(context.Background(), renewal(f, "me")); err != nil {
 		t.Fatal(err)
 	}
 	if left := f.admitted(t); left != testRenewDeadline-4*time.Second {
@@ -360,7 +367,7 @@ func TestFencingLockReportsWhenTheRenewalWasSent(t *testing.T) {
 
 	// A failed renewal moves nothing; the Lease seen held by a thief is lost.
 	inner.err = errors.New("conflict")
-	_ = lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"})
+	_ = lock.Update(context.Background(), renewal(f, "me"))
 	if left := f.admitted(t); left != testRenewDeadline-8*time.Second {
 		t.Errorf("after a failed renewal a write may take %v, want %v", left, testRenewDeadline-8*time.Second)
 	}
@@ -375,15 +382,29 @@ func TestFencingLockReportsWhenTheRenewalWasSent(t *testing.T) {
 	}
 }
 
-// TestFenceStepDownPastTheDeadlineIsALoss: a drain cut short by the fence's
-// deadline can end before the expiry timer fires; the step-down must still
-// report the loss.
-func TestFenceStepDownPastTheDeadlineIsALoss(t *testing.T) {
-	f := newFenceFixture(t)
-	f.fence.renewed(f.clock.Now())
-	f.clock.SetTime(f.clock.Now().Add(testRenewDeadline)) // the timer's goroutine may not have run
-	if f.fence.stepDown(context.Background()) {
-		t.Error("stepDown past the renew deadline reported a clean step-down")
+// TestFencingLockIgnoresRenewalsAStandbyCannotSee: a standby compares
+// Leases with times in whole seconds, so a renewal in the same second as
+// the one before does not restart its countdown; it must not extend the
+// leader's window either.
+func TestFencingLockIgnoresRenewalsAStandbyCannotSee(t *testing.T) {
+	f := newFenceFixture(t) // tStart is on a whole second
+	inner := &fakeLock{clock: f.clock, identity: "me"}
+	lock := &fencingLock{Interface: inner, fence: f.fence, clock: f.clock}
+	if err := lock.Create(context.Background(), renewal(f, "me")); err != nil {
+		t.Fatal(err)
 	}
-	waitLost(t, f.fence)
+	f.clock.Step(600 * time.Millisecond)
+	if err := lock.Update(context.Background(), renewal(f, "me")); err != nil {
+		t.Fatal(err)
+	}
+	if left := f.admitted(t); left != testRenewDeadline-600*time.Millisecond {
+		t.Errorf("after a renewal in the same second a write may take %v, want %v (the window of the first)", left, testRenewDeadline-600*time.Millisecond)
+	}
+	f.clock.Step(600 * time.Millisecond) // the next second
+	if err := lock.Update(context.Background(), renewal(f, "me")); err != nil {
+		t.Fatal(err)
+	}
+	if left := f.admitted(t); left != testRenewDeadline {
+		t.Errorf("after a renewal in the next second a write may take %v, want %v", left, testRenewDeadline)
+	}
 }

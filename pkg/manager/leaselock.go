@@ -1,7 +1,9 @@
 package manager
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"sync/atomic"
 	"time"
 
@@ -10,10 +12,11 @@ import (
 )
 
 // fencingLock is the leader elector's Lease lock, telling the write fence
-// what the elector learns: each successful acquisition or renewal, with the
-// moment its request was sent (before the API server can have stored it, so
-// before any standby can have seen it), and each sight of the Lease held by
-// someone else. It adds no request of its own.
+// what the elector learns: each successful acquisition or renewal that a
+// standby can see, with the moment its request was sent (before the API
+// server can have stored it, so before any standby can have seen it), and
+// each sight of the Lease held by someone else. It adds no request of its
+// own. Like the lock it wraps, it is used by one goroutine at a time.
 type fencingLock struct {
 	resourcelock.Interface
 	fence *writeFence
@@ -21,13 +24,19 @@ type fencingLock struct {
 	// acquired is set once this process has held the Lease, so that a
 	// shutdown knows whether there is anything to release.
 	acquired atomic.Bool
+	// stored is the Lease as a standby compares it (see standbyView), as
+	// last read or written.
+	stored []byte
 }
 
 // Get reads the Lease; another holder means leadership is lost.
 func (l *fencingLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	rec, raw, err := l.Interface.Get(ctx)
-	if err == nil && rec.HolderIdentity != l.Identity() {
-		l.fence.taken(rec.HolderIdentity)
+	if err == nil {
+		l.stored = raw
+		if rec.HolderIdentity != l.Identity() {
+			l.fence.taken(rec.HolderIdentity)
+		}
 	}
 	return rec, raw, err
 }
@@ -49,10 +58,34 @@ func (l *fencingLock) Update(ctx context.Context, rec resourcelock.LeaderElectio
 	return err
 }
 
+// held reports a successful write of rec that names us to the fence, if a
+// standby can tell it from the Lease before it.
+//
+// A standby times a leader's Lease from the last moment it saw the Lease
+// change, and it compares Leases as client-go's lock presents them: with
+// times in whole seconds. A renewal within the same second as the one
+// before looks to it like no renewal at all (with a retry period under a
+// second, every other one), so it must not extend how long we may write.
 func (l *fencingLock) held(err error, rec resourcelock.LeaderElectionRecord, sent time.Time) {
 	if err != nil || rec.HolderIdentity != l.Identity() {
 		return
 	}
 	l.acquired.Store(true)
-	l.fence.renewed(sent)
+	view := standbyView(rec)
+	visible := !bytes.Equal(view, l.stored)
+	l.stored = view
+	if visible {
+		l.fence.renewed(sent)
+	}
+}
+
+// standbyView is rec as a standby's elector will compare it, having read it
+// back from the Lease: what resourcelock.LeaseLock.Get returns as raw bytes.
+func standbyView(rec resourcelock.LeaderElectionRecord) []byte {
+	spec := resourcelock.LeaderElectionRecordToLeaseSpec(&rec)
+	view, err := json.Marshal(resourcelock.LeaseSpecToLeaderElectionRecord(&spec))
+	if err != nil {
+		return nil // cannot happen: the record is plain data
+	}
+	return view
 }

@@ -16,5 +16,12 @@
 // CHAOS_WRITER_DURATION (default 20s) is how long the second writer runs.
 // The suite prints one summary line at the end:
 //
-//	chaos: 27 faults injected, 3400 Books checked, 0 lost, 0 duplicated
+//	chaos: 27 faults injected, 3400 Books checked, 0 lost, 0 duplicated; takeover 4.1s..5.2s
+//	(median 4.6s, n=9); exit after loss 110ms..3.1s (median 2.9s, n=8); 0 writes after loss (4m10s)
+//
+// Leader election is judged from the API server's audit log: takeover is
+// from the fault to the standby's acquisition of the Lease, exit after loss
+// from the moment the leader lost it to its exit, and a write after loss is
+// one that reached the API server after its writer's last renewal plus the
+// renew deadline (or after it released the Lease).
 package chaos

@@ -405,24 +405,6 @@ func writesLogged(p *framework.Process) int {
 	return n
 }
 
-// klogTime parses the timestamp klog puts at the start of a line
-// ("I0715 19:22:01.123456 ..."), which has no year.
-func klogTime(line string) (time.Time, bool) {
-	if len(line) < 21 || !strings.ContainsRune("IWEF", rune(line[0])) {
-		return time.Time{}, false
-	}
-	ts, err := time.ParseInLocation("0102 15:04:05.000000", line[1:21], time.Local)
-	if err != nil {
-		return time.Time{}, false
-	}
-	now := time.Now()
-	ts = ts.AddDate(now.Year(), 0, 0)
-	if ts.After(now.Add(24 * time.Hour)) {
-		ts = ts.AddDate(-1, 0, 0)
-	}
-	return ts, true
-}
-
 // workRound is round r of rounds of work for a test that kills something
 // between rounds: it creates this round's share of config.books Books and,
 // after the first round, changes the specs of a random quarter-round of the

@@ -5,295 +5,498 @@ package chaos_test
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
-// Short leader-election timings, as in test/integration/binary.
-const (
-	chaosLease         = "book-controller-chaos"
-	chaosLeaseDuration = 4 * time.Second
-)
+// The leader-election tests run replicas of the controller binary with
+// framework.TestLeaderTimings (lease 4 s, renew deadline 3 s, retry 500 ms)
+// and judge them from the API server's audit log only: each replica's user
+// agent carries its identity, the Lease writes (recorded with their body)
+// give each replica's leadership periods, and every write to a Book, a
+// ConfigMap or an Event must fall inside its writer's period.
+const chaosLease = "book-controller-chaos"
 
-var leaderArgs = func(ns string) []string {
-	return []string{"--leader-elect", "--leader-elect-namespace", ns, "--leader-elect-id", chaosLease,
-		"--leader-elect-lease-duration", chaosLeaseDuration.String(), "--leader-elect-renew-deadline", "3s",
-		"--leader-elect-retry-period", "500ms"}
+var timings = framework.TestLeaderTimings
+
+// slot is one replica of a Deployment: the process currently running, and
+// the proxy every process of the slot goes through (if any), so that a
+// restarted replica meets the same network.
+type slot struct {
+	name    string
+	ns      string
+	proxy   *framework.Proxy
+	args    []string
+	timings framework.LeaderTimings
+
+	mu       sync.Mutex
+	current  *framework.Replica
+	previous []*framework.Replica
+	starts   int
 }
 
-// TestLeaderFailover runs two controller processes with leader election and
-// SIGKILLs the leader mid-convergence, CHAOS_ROUNDS times, each time
-// starting a fresh process to stand by. The standby must take the Lease
-// within the lease duration plus 5s. Across the run it records every
-// transition of the Lease (a watch) and every process's log, and shows that
-// no two replicas did work at once: each replica's write log lines fall
-// inside its own leadership intervals ("Became the leader" until "Stopped
-// leading" or its death), and the intervals of all replicas don't overlap.
-func TestLeaderFailover(t *testing.T) {
-	rng := newRand(t)
-	ns := env.Namespace(t)
-	lease := watchLease(t, ns, chaosLease)
-	rounds := config.rounds
-
-	var procs []*framework.Process
-	startReplica := func() {
-		p := startBinary(t, fmt.Sprintf("replica-%02d", len(procs)), ns, leaderArgs(ns)...)
-		procs = append(procs, p)
-		// Past the preflight check: a SIGTERM before that is reported as
-		// "cannot reach the API server (context canceled)", exit code 1.
-		eventually(t, time.Minute, p.Name+" to start", func() bool {
-			return p.CountLines("Starting Book controller") > 0 || !p.Running()
-		})
-	}
-	startReplica()
-	startReplica()
-
-	want := map[string]spec{}
-	var takeovers []time.Duration
-	for r := range rounds {
-		// The leader, and its writes so far, before the round's work exists:
-		// the k writes waited for below are all this round's.
-		var leader *framework.Process
-		eventually(t, time.Minute, "a running replica to lead", func() bool {
-			leader = leaderOf(procs, lease.holder())
-			return leader != nil && leader.Running()
-		})
-		before := writesLogged(leader)
-
-		batch := workRound(t, ns, rng, want, r, rounds)
-
-		// At least two writes per new Book (ConfigMap, status) are to come.
-		k := 1 + rng.IntN(batch)
-		eventually(t, time.Minute, fmt.Sprintf("%s to log %d more writes", leader.Name, k), func() bool {
-			return writesLogged(leader)-before >= k
-		})
-		holder := lease.holder()
-		if err := leader.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		faults.Add(1)
-		killedAt := leader.KilledAt()
-		var took time.Duration
-		eventually(t, chaosLeaseDuration+time.Minute, "another replica to take the Lease", func() bool {
-			for _, tr := range lease.transitions() {
-				if tr.at.After(killedAt) && tr.holder != "" && tr.holder != holder {
-					took = tr.at.Sub(killedAt)
-					return true
-				}
-			}
-			return false
-		})
-		takeovers = append(takeovers, took)
-		t.Logf("round %d: SIGKILLed leader %s after %d writes; the Lease moved %v later", r, leader.Name, writesLogged(leader), took.Round(time.Millisecond))
-		if took > chaosLeaseDuration+5*time.Second {
-			t.Errorf("round %d: takeover took %v, want within %v", r, took, chaosLeaseDuration+5*time.Second)
-		}
-		startReplica()
-	}
-	waitConverged(t, ns, expectation{want: want})
-
-	// Stop the standbys first, so that the leader's release on SIGTERM
-	// hands the Lease to nobody, then the leader; each must exit 0.
-	leader := leaderOf(procs, lease.holder())
-	for _, p := range append(slices.DeleteFunc(slices.Clone(procs), func(p *framework.Process) bool { return p == leader }), leader) {
-		if p == nil || !p.Running() {
-			continue
-		}
-		if err := p.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		if code, err := p.Wait(40 * time.Second); err != nil || code != 0 {
-			t.Errorf("%s exited with code %d (%v) after SIGTERM, want 0", p.Name, code, err)
-		}
-	}
-
-	intervals, writes, violations := leadershipReport(procs)
-	for _, v := range violations {
-		t.Error(v)
-	}
-	trs := lease.transitions()
-	t.Logf("Lease holder transitions (%d):", len(trs))
-	for _, tr := range trs {
-		t.Logf("  %s  %q", tr.at.Format("15:04:05.000000"), tr.holder)
-	}
-	t.Logf("leadership intervals (%d):", len(intervals))
-	for _, iv := range intervals {
-		t.Logf("  %s  %s .. %s  %d writes", iv.proc, iv.start.Format("15:04:05.000000"), iv.end.Format("15:04:05.000000"), iv.writes)
-	}
-	if got, want := len(intervals), rounds+1; got != want {
-		t.Errorf("%d leadership intervals, want %d (one per kill, and the last leader)", got, want)
-	}
-	slices.Sort(takeovers)
-	figure(t, "%d leader SIGKILLs: takeover in %v..%v (median %v; lease %v); %d leadership intervals, %d writes, none outside its interval, no overlap",
-		rounds, takeovers[0].Round(10*time.Millisecond), takeovers[len(takeovers)-1].Round(10*time.Millisecond),
-		takeovers[len(takeovers)/2].Round(10*time.Millisecond), chaosLeaseDuration, len(intervals), writes)
+func newSlot(t *testing.T, name, ns string, viaProxy bool, args ...string) *slot {
+	return newSlotWith(t, name, ns, viaProxy, timings, args...)
 }
 
-var identityRE = regexp.MustCompile(`identity="([^"]+)"`)
-
-// leaderOf is the process that announced leadership under identity.
-func leaderOf(procs []*framework.Process, identity string) *framework.Process {
-	if identity == "" {
-		return nil
+func newSlotWith(t *testing.T, name, ns string, viaProxy bool, lt framework.LeaderTimings, args ...string) *slot {
+	s := &slot{name: name, ns: ns, args: args, timings: lt}
+	if viaProxy {
+		u := env.Cluster.RESTConfig().Host
+		s.proxy = framework.StartProxy(t, u[len("https://"):])
 	}
-	for _, p := range procs {
-		for _, l := range p.Lines() {
-			if strings.Contains(l.Text, "Became the leader") {
-				if m := identityRE.FindStringSubmatch(l.Text); m != nil && m[1] == identity {
-					return p
-				}
-			}
+	s.start(t)
+	return s
+}
+
+// start runs a new process in the slot, as a Deployment replaces a pod.
+func (s *slot) start(t *testing.T) *framework.Replica {
+	s.mu.Lock()
+	s.starts++
+	name := fmt.Sprintf("%s-%d", s.name, s.starts)
+	s.mu.Unlock()
+	r := env.StartReplica(t, binary, name, framework.ReplicaOptions{Namespace: s.ns, LeaseID: chaosLease,
+		Proxy: s.proxy, Timings: s.timings, Args: append([]string{"-v=2"}, s.args...)})
+	s.mu.Lock()
+	if s.current != nil {
+		s.previous = append(s.previous, s.current)
+	}
+	s.current = r
+	s.mu.Unlock()
+	return r
+}
+
+func (s *slot) replica() *framework.Replica {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.current
+}
+
+// replicas are every process the slots ran.
+func replicas(slots ...*slot) []*framework.Replica {
+	var out []*framework.Replica
+	for _, s := range slots {
+		s.mu.Lock()
+		out = append(out, s.previous...)
+		out = append(out, s.current)
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// leaderSlot is the slot whose current process holds the Lease, or nil.
+func leaderSlot(ctx context.Context, ns string, slots ...*slot) *slot {
+	holder := env.LeaseHolder(ctx, ns, chaosLease)
+	for _, s := range slots {
+		if r := s.replica(); r != nil && r.Identity == holder && r.Running() {
+			return s
 		}
 	}
 	return nil
 }
 
-type interval struct {
-	proc       string
-	start, end time.Time
-	writes     int
-}
-
-// leadershipReport reconstructs each process's leadership intervals from
-// its log and checks that every write line lies inside one of its own
-// intervals and that no two intervals overlap.
-func leadershipReport(procs []*framework.Process) (intervals []interval, writes int, violations []string) {
-	for _, p := range procs {
-		var mine []interval
-		var open *interval
-		var writeTimes []time.Time
-		var last time.Time
-		for _, l := range p.Lines() {
-			ts, ok := klogTime(l.Text)
-			if !ok {
-				continue
-			}
-			last = ts
-			switch {
-			case strings.Contains(l.Text, "Became the leader"):
-				if open != nil {
-					violations = append(violations, fmt.Sprintf("%s became the leader twice without stopping", p.Name))
-				}
-				open = &interval{proc: p.Name, start: ts}
-			case strings.Contains(l.Text, "Stopped leading"):
-				if open != nil {
-					open.end = ts
-					mine = append(mine, *open)
-					open = nil
-				}
-			case isWriteLine(l.Text):
-				writeTimes = append(writeTimes, ts)
-			}
-		}
-		if open != nil {
-			// Killed while leading: its leadership ended at the kill at the
-			// latest (its last line is earlier still).
-			open.end = p.KilledAt()
-			if open.end.IsZero() {
-				open.end = last
-			}
-			mine = append(mine, *open)
-		}
-		for _, w := range writeTimes {
-			writes++
-			inside := false
-			for i := range mine {
-				if !w.Before(mine[i].start) && !w.After(mine[i].end) {
-					mine[i].writes++
-					inside = true
-					break
-				}
-			}
-			if !inside {
-				violations = append(violations, fmt.Sprintf("%s logged a write at %s, outside its leadership", p.Name, w.Format("15:04:05.000000")))
-			}
-		}
-		intervals = append(intervals, mine...)
-	}
-	sort.Slice(intervals, func(i, j int) bool { return intervals[i].start.Before(intervals[j].start) })
-	for i := 1; i < len(intervals); i++ {
-		if prev, cur := intervals[i-1], intervals[i]; cur.start.Before(prev.end) {
-			violations = append(violations, fmt.Sprintf("%s led from %s while %s led until %s",
-				cur.proc, cur.start.Format("15:04:05.000000"), prev.proc, prev.end.Format("15:04:05.000000")))
-		}
-	}
-	return intervals, writes, violations
-}
-
-type transition struct {
-	at     time.Time
-	holder string
-}
-
-// leaseWatch records the holder of a Lease each time it changes.
-type leaseWatch struct {
-	mu  sync.Mutex
-	trs []transition
-}
-
-func (lw *leaseWatch) transitions() []transition {
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	return slices.Clone(lw.trs)
-}
-
-func (lw *leaseWatch) holder() string {
-	trs := lw.transitions()
-	if len(trs) == 0 {
-		return ""
-	}
-	return trs[len(trs)-1].holder
-}
-
-// watchLease watches the Lease until the end of the test.
-func watchLease(t *testing.T, ns, name string) *leaseWatch {
-	lw := &leaseWatch{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		cancel()
-		<-done
+func waitLeaderSlot(t *testing.T, ns string, slots ...*slot) *slot {
+	t.Helper()
+	var l *slot
+	eventually(t, time.Minute, "a running replica to hold the Lease", func() bool {
+		l = leaderSlot(context.Background(), ns, slots...)
+		return l != nil
 	})
-	go func() {
-		defer close(done)
-		leases := env.Kube.CoordinationV1().Leases(ns)
-		rv := ""
-		for ctx.Err() == nil {
-			w, err := leases.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: rv})
-			if err != nil {
-				time.Sleep(200 * time.Millisecond)
-				continue
-			}
-			for ev := range w.ResultChan() {
-				l, ok := ev.Object.(*coordinationv1.Lease)
-				if !ok {
-					rv = "" // an error event: start over from the current state
-					break
-				}
-				rv = l.ResourceVersion
-				h := ""
-				if l.Spec.HolderIdentity != nil {
-					h = *l.Spec.HolderIdentity
-				}
-				lw.mu.Lock()
-				if len(lw.trs) == 0 || lw.trs[len(lw.trs)-1].holder != h {
-					lw.trs = append(lw.trs, transition{at: time.Now(), holder: h})
-				}
-				lw.mu.Unlock()
-			}
-			w.Stop()
+	return l
+}
+
+// stopAll sends SIGTERM to the standbys, then to the leader (so that its
+// release hands the Lease to nobody), and expects each to exit 0.
+func stopAll(t *testing.T, ns string, slots ...*slot) {
+	t.Helper()
+	leader := leaderSlot(context.Background(), ns, slots...)
+	ordered := slices.DeleteFunc(slices.Clone(slots), func(s *slot) bool { return s == leader })
+	if leader != nil {
+		ordered = append(ordered, leader)
+	}
+	for _, s := range ordered {
+		r := s.replica()
+		if !r.Running() {
+			continue
 		}
-	}()
-	return lw
+		if err := r.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code, err := r.Wait(40 * time.Second); err != nil || code != 0 {
+			t.Errorf("%s exited with code %d (%v) after SIGTERM, want 0", r.Name, code, err)
+		}
+	}
+}
+
+// checkLeaders judges the test's leader election from the audit log, adds
+// its writes after loss to the run's tally, and returns the report.
+func checkLeaders(t *testing.T, ns string, forced bool) *framework.LeadershipReport {
+	t.Helper()
+	return checkLeadersWith(t, ns, timings.RenewDeadline, forced)
+}
+
+func checkLeadersWith(t *testing.T, ns string, renewDeadline time.Duration, forced bool) *framework.LeadershipReport {
+	t.Helper()
+	r := env.CheckLeadership(t, ns, chaosLease, renewDeadline, forced)
+	writesAfterLoss.Add(int64(len(r.Outside)))
+	return r
+}
+
+// expectLossExit waits for r to exit after it lost its Lease at lostAt:
+// with code 1 and within the renew deadline plus 2 s (the issue's bound).
+func expectLossExit(t *testing.T, r *framework.Replica, lostAt time.Time) time.Duration {
+	t.Helper()
+	limit := timings.RenewDeadline + 2*time.Second
+	code, err := r.Wait(time.Until(lostAt.Add(limit)) + 20*time.Second)
+	if err != nil {
+		t.Fatalf("%s still runs %v after losing its Lease", r.Name, time.Since(lostAt).Round(time.Millisecond))
+	}
+	took := r.ExitedAt().Sub(lostAt)
+	recordExitAfterLoss(took)
+	if took > limit {
+		t.Errorf("%s exited %v after losing its Lease, want within %v", r.Name, took.Round(time.Millisecond), limit)
+	}
+	if code != 1 {
+		t.Errorf("%s exited with code %d after losing its Lease, want 1:\n%s", r.Name, code, r.Tail(5))
+	}
+	return took
+}
+
+// TestLeaderFailover SIGKILLs the leader of two replicas mid-convergence,
+// CHAOS_ROUNDS times, each time starting a fresh process to stand by. The
+// standby must take over within the lease duration plus 5 s, and the audit
+// log must show one leadership per kill (and the last), none overlapping,
+// and no write outside its writer's leadership.
+func TestLeaderFailover(t *testing.T) {
+	rng := newRand(t)
+	ns := env.Namespace(t)
+	rounds := config.rounds
+	a, b := newSlot(t, "a", ns, false), newSlot(t, "b", ns, false)
+
+	want := map[string]spec{}
+	var kills []struct {
+		at     time.Time
+		holder string
+	}
+	for r := range rounds {
+		leader := waitLeaderSlot(t, ns, a, b)
+		before := writesLogged(leader.replica().Process)
+		batch := workRound(t, ns, rng, want, r, rounds)
+		// At least two writes per new Book (ConfigMap, status) are to come;
+		// the log lines only pick the moment of the kill.
+		k := 1 + rng.IntN(batch)
+		eventually(t, time.Minute, fmt.Sprintf("%s to log %d more writes", leader.replica().Name, k), func() bool {
+			return writesLogged(leader.replica().Process)-before >= k
+		})
+		victim := leader.replica()
+		if err := victim.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		faults.Add(1)
+		kills = append(kills, struct {
+			at     time.Time
+			holder string
+		}{victim.KilledAt(), victim.Identity})
+		leader.start(t)
+	}
+	waitConverged(t, ns, expectation{want: want})
+	stopAll(t, ns, a, b)
+
+	rep := checkLeaders(t, ns, false)
+	var took []time.Duration
+	for i, k := range kills {
+		next, ok := rep.FirstLeadershipAfter(k.at, k.holder)
+		if !ok {
+			t.Errorf("round %d: the audit log shows no takeover after the kill of %s", i, k.holder)
+			continue
+		}
+		d := next.From.Sub(k.at)
+		took = append(took, d)
+		recordTakeover(d)
+		if d > timings.LeaseDuration+5*time.Second {
+			t.Errorf("round %d: takeover took %v, want within %v", i, d, timings.LeaseDuration+5*time.Second)
+		}
+	}
+	if got, want := len(rep.Periods), rounds+1; got != want {
+		t.Errorf("%d leadership periods, want %d (one per kill, and the last leader's)", got, want)
+	}
+	figure(t, "%d leader SIGKILLs: takeover %s (lease %v); %d leadership periods, %d writes, %d outside their writer's leadership",
+		rounds, spread(took), timings.LeaseDuration, len(rep.Periods), len(rep.Writes), len(rep.Outside))
+}
+
+// TestLeaseTaken takes the Lease from the leader mid-convergence and gives
+// it to the standby, as a partitioned leader finds it: min(CHAOS_ROUNDS, 3)
+// times. The old leader must exit (code 1) within the renew deadline plus
+// 2 s, having written nothing after its last renewal plus the renew
+// deadline; it is restarted as a standby; the Books converge.
+func TestLeaseTaken(t *testing.T) {
+	rng := newRand(t)
+	ns := env.Namespace(t)
+	rounds := min(config.rounds, 3)
+	a, b := newSlot(t, "a", ns, false), newSlot(t, "b", ns, false)
+	want := map[string]spec{}
+	for r := range rounds {
+		leader := waitLeaderSlot(t, ns, a, b)
+		standby := a
+		if leader == a {
+			standby = b
+		}
+		old := leader.replica()
+		before := writesLogged(old.Process)
+		batch := workRound(t, ns, rng, want, r, rounds)
+		k := 1 + rng.IntN(batch)
+		eventually(t, time.Minute, fmt.Sprintf("%s to log %d more writes", old.Name, k), func() bool {
+			return writesLogged(old.Process)-before >= k
+		})
+		takenAt := env.TakeLease(t, ns, chaosLease, standby.replica().Identity)
+		faults.Add(1)
+		took := expectLossExit(t, old, takenAt)
+		t.Logf("round %d: the Lease was taken from %s after %d of its writes; it exited %v later", r, old.Name, k, took.Round(time.Millisecond))
+		leader.start(t)
+	}
+	waitConverged(t, ns, expectation{want: want})
+	stopAll(t, ns, a, b)
+	rep := checkLeaders(t, ns, true)
+	figure(t, "%d Leases taken mid-convergence: %d writes, %d after their writer's loss, %d between the take and the old leader noticing",
+		rounds, len(rep.Writes), len(rep.Outside), len(rep.Stale))
+}
+
+// TestLeaderPartitioned black-holes the leader's connection to the API
+// server (accepted, never answered, never closed) for 30 s, then heals it,
+// while Books are created and changed. The standby must take over within
+// the lease duration plus 5 s; the old leader must stop writing at its
+// renew deadline and exit; after the heal nothing of it reaches the API
+// server; every Book converges.
+func TestLeaderPartitioned(t *testing.T) {
+	const partition = 30 * time.Second
+	rng := newRand(t)
+	ns := env.Namespace(t)
+	a, b := newSlot(t, "a", ns, true), newSlot(t, "b", ns, true)
+	want := map[string]spec{}
+	workRound(t, ns, rng, want, 0, 2)
+
+	leader := waitLeaderSlot(t, ns, a, b)
+	old := leader.replica()
+	cutAt := time.Now()
+	leader.proxy.BlackHole()
+	faults.Add(1)
+	workRound(t, ns, rng, want, 1, 2)
+	took := expectLossExit(t, old, cutAt)
+	time.Sleep(time.Until(cutAt.Add(partition)))
+	leader.proxy.Pass()
+	healedAt := time.Now()
+	leader.start(t) // the pod restarts, behind the healed network
+	waitConverged(t, ns, expectation{want: want})
+	stopAll(t, ns, a, b)
+
+	rep := checkLeaders(t, ns, false)
+	next, ok := rep.FirstLeadershipAfter(cutAt, old.Identity)
+	if !ok {
+		t.Fatalf("the audit log shows no takeover after the partition")
+	}
+	takeover := next.From.Sub(cutAt)
+	recordTakeover(takeover)
+	if takeover > timings.LeaseDuration+5*time.Second {
+		t.Errorf("takeover took %v after the partition began, want within %v", takeover, timings.LeaseDuration+5*time.Second)
+	}
+	var after int
+	for _, w := range rep.Writes {
+		if w.Writer == old.Identity && w.At.After(cutAt) {
+			after++
+			t.Errorf("a write of the partitioned leader reached the API server (healed at %s): %s", healedAt.Format("15:04:05.000"), w)
+		}
+	}
+	figure(t, "leader partitioned for %v: it exited %v after the cut, the standby took over %v after it; %d of its writes reached the API server after the cut",
+		partition, took.Round(10*time.Millisecond), takeover.Round(10*time.Millisecond), after)
+}
+
+// TestSlowAPIServer adds 2 s to every request of the leader (its proxy
+// holds what it sends for 2 s), following leadership wherever it moves, for
+// a minute, while Books are created and changed. Leaders that can no longer
+// renew in time stop and exit, and are restarted, so leadership moves; the
+// audit log must never show two writers at once or a write after its
+// writer's loss, and every Book converges once the latency is gone.
+//
+// A write the fence admits just before its deadline still travels for the
+// 2 s the proxy holds it. The fence can only promise that no other replica
+// writes meanwhile while that time stays below the lease duration minus the
+// renew deadline (5 s with the defaults), so this test uses 8 s / 4 s / 1 s.
+func TestSlowAPIServer(t *testing.T) {
+	const slow, latency = time.Minute, 2 * time.Second
+	lt := framework.LeaderTimings{LeaseDuration: 8 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
+	rng := newRand(t)
+	ns := env.Namespace(t)
+	// The elector's decisions (V(4)) are shown if the test fails.
+	a := newSlotWith(t, "a", ns, true, lt, "--vmodule=leaderelection=4")
+	b := newSlotWith(t, "b", ns, true, lt, "--vmodule=leaderelection=4")
+	slots := []*slot{a, b}
+	waitLeaderSlot(t, ns, slots...)
+
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var exits []string
+	// The network: the leader's proxy is slow, the others' not.
+	wg.Go(func() {
+		until := time.Now().Add(slow)
+		for time.Now().Before(until) && ctx.Err() == nil {
+			l := leaderSlot(ctx, ns, slots...)
+			for _, s := range slots {
+				if s == l {
+					s.proxy.Latency(latency)
+				} else {
+					s.proxy.Pass()
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, s := range slots {
+			s.proxy.Pass()
+		}
+	})
+	// The Deployment: a replica that exits is replaced.
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			for _, s := range slots {
+				if r := s.replica(); !r.Running() {
+					code, _ := r.ExitCode()
+					mu.Lock()
+					exits = append(exits, fmt.Sprintf("%s (code %d)", r.Name, code))
+					mu.Unlock()
+					faults.Add(1)
+					s.start(t)
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	want := map[string]spec{}
+	rounds := 4
+	for r := range rounds {
+		workRound(t, ns, rng, want, r, rounds)
+		time.Sleep(slow / time.Duration(rounds+1))
+	}
+	time.Sleep(slow / time.Duration(rounds+1))
+	waitConverged(t, ns, expectation{want: want})
+	stop()
+	wg.Wait()
+	stopAll(t, ns, slots...)
+
+	rep := checkLeadersWith(t, ns, lt.RenewDeadline, false)
+	for _, r := range replicas(slots...) {
+		if code, ok := r.ExitCode(); ok && code != 0 && code != 1 {
+			t.Errorf("%s exited with code %d, want 0 (SIGTERM) or 1 (lost the Lease)", r.Name, code)
+		}
+		if t.Failed() {
+			var b strings.Builder
+			for _, l := range r.Lines() {
+				if strings.Contains(l.Text, "leaderelection.go") || strings.Contains(l.Text, "Starting Book controller") || strings.Contains(l.Text, "error:") {
+					fmt.Fprintf(&b, "%s %s\n", l.At.Format("15:04:05.000"), l.Text)
+				}
+			}
+			t.Logf("%s (%s):\n%s", r.Name, r.Identity, b.String())
+		}
+	}
+	slack := "none ended at its deadline"
+	if rep.MinSlack >= 0 {
+		slack = rep.MinSlack.Round(time.Millisecond).String()
+	}
+	figure(t, "%v of +%v on the leader's requests: %d leadership periods, %d replicas exited (%v); %d writes, %d outside their writer's leadership, %d periods overlapping; closest write to a lost leader's deadline: %s before it",
+		slow, latency, len(rep.Periods), len(exits), exits, len(rep.Writes), len(rep.Outside), len(rep.Overlaps), slack)
+}
+
+// TestSIGTERMDuringTakeover kills the leader and, the moment the standby
+// takes the Lease over a full queue, sends it SIGTERM: min(CHAOS_ROUNDS, 3)
+// times. Whether its workers started or not, it must write only while it
+// holds the Lease, release it, and exit 0.
+func TestSIGTERMDuringTakeover(t *testing.T) {
+	rng := newRand(t)
+	ns := env.Namespace(t)
+	rounds := min(config.rounds, 3)
+	a, b := newSlot(t, "a", ns, false), newSlot(t, "b", ns, false)
+	want := map[string]spec{}
+	workRound(t, ns, rng, want, 0, rounds+1)
+	for r := range rounds {
+		leader := waitLeaderSlot(t, ns, a, b)
+		standby := a
+		if leader == a {
+			standby = b
+		}
+		if err := leader.replica().Kill(); err != nil {
+			t.Fatal(err)
+		}
+		workRound(t, ns, rng, want, r+1, rounds+1)
+		next := standby.replica()
+		eventually(t, time.Minute, next.Name+" to take the Lease", func() bool {
+			return env.LeaseHolder(context.Background(), ns, chaosLease) == next.Identity
+		})
+		if err := next.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		faults.Add(2)
+		if code, err := next.Wait(40 * time.Second); err != nil || code != 0 {
+			t.Errorf("round %d: %s exited with code %d (%v) after SIGTERM, want 0", r, next.Name, code, err)
+		}
+		leader.start(t)
+		standby.start(t)
+	}
+	waitConverged(t, ns, expectation{want: want})
+	stopAll(t, ns, a, b)
+	rep := checkLeaders(t, ns, false)
+	released := 0
+	for _, p := range rep.Periods {
+		if p.Released {
+			released++
+		}
+	}
+	if released < rounds {
+		t.Errorf("%d leadership periods ended by a release, want at least %d (one per SIGTERM during a takeover)", released, rounds)
+	}
+	figure(t, "%d SIGTERMs as a standby took over: %d leadership periods (%d released), %d writes, %d outside their writer's leadership",
+		rounds, len(rep.Periods), released, len(rep.Writes), len(rep.Outside))
+}
+
+// TestSIGTERMDuringDrainLosingTheLease sends the leader SIGTERM while its
+// queue is long (one worker, 300 ms added to its requests), then
+// black-holes its connection so that it can no longer renew. The fence must
+// end the drain: the leader exits 1 within the renew deadline plus 2 s of
+// the cut, with no write after its loss; the standby takes over and every
+// Book converges.
+func TestSIGTERMDuringDrainLosingTheLease(t *testing.T) {
+	rng := newRand(t)
+	ns := env.Namespace(t)
+	a, b := newSlot(t, "a", ns, true, "--workers", "1"), newSlot(t, "b", ns, true, "--workers", "1")
+	leader := waitLeaderSlot(t, ns, a, b)
+	leader.proxy.Latency(300 * time.Millisecond)
+	want := map[string]spec{}
+	workRound(t, ns, rng, want, 0, 1)
+	old := leader.replica()
+	if err := old.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if !old.Running() {
+		t.Fatalf("%s exited at once on SIGTERM with a long queue; want a drain:\n%s", old.Name, old.Tail(20))
+	}
+	cutAt := time.Now()
+	leader.proxy.BlackHole()
+	faults.Add(2)
+	took := expectLossExit(t, old, cutAt)
+	leader.proxy.Pass()
+	leader.start(t)
+	waitConverged(t, ns, expectation{want: want})
+	stopAll(t, ns, a, b)
+	rep := checkLeaders(t, ns, false)
+	next, ok := rep.FirstLeadershipAfter(cutAt, old.Identity)
+	if ok {
+		recordTakeover(next.From.Sub(cutAt))
+	}
+	figure(t, "SIGTERM, then the Lease lost during the drain: the leader exited %v after the cut; %d writes, %d outside their writer's leadership",
+		took.Round(10*time.Millisecond), len(rep.Writes), len(rep.Outside))
 }

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -38,7 +39,42 @@ var (
 
 	figuresMu sync.Mutex
 	figures   []string // measurements worth a line in the summary
+
+	// Leader election, from the audit log: how long standbys took to take
+	// over after a leader's death or loss, how long lost leaders took to
+	// exit, and the writes of a replica that reached the API server after
+	// it lost its Lease (its last renewal plus the renew deadline): must
+	// stay 0.
+	leaderMu        sync.Mutex
+	takeovers       []time.Duration
+	exitsAfterLoss  []time.Duration
+	writesAfterLoss atomic.Int64
 )
+
+// recordTakeover adds a takeover time to the summary.
+func recordTakeover(d time.Duration) {
+	leaderMu.Lock()
+	defer leaderMu.Unlock()
+	takeovers = append(takeovers, d)
+}
+
+// recordExitAfterLoss adds the time a lost leader took to exit.
+func recordExitAfterLoss(d time.Duration) {
+	leaderMu.Lock()
+	defer leaderMu.Unlock()
+	exitsAfterLoss = append(exitsAfterLoss, d)
+}
+
+// spread is "min..max (median M, n)" of ds, or "none".
+func spread(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
+	return fmt.Sprintf("%v..%v (median %v, n=%d)", r(s[0]), r(s[len(s)-1]), r(s[len(s)/2]), len(s))
+}
 
 // figure records a measurement for the summary (and the test's log).
 func figure(t *testing.T, format string, args ...any) {
@@ -87,9 +123,10 @@ func runMain(m *testing.M) int {
 	for _, f := range figures {
 		fmt.Println("chaos: figure:", f)
 	}
-	fmt.Printf("chaos: %d faults injected, %d Books checked, %d lost, %d duplicated (%s)\n",
-		faults.Load(), checked.Load(), lost.Load(), duplicated.Load(), time.Since(start).Round(time.Second))
-	if code == 0 && lost.Load()+duplicated.Load() > 0 {
+	fmt.Printf("chaos: %d faults injected, %d Books checked, %d lost, %d duplicated; takeover %s; exit after loss %s; %d writes after loss (%s)\n",
+		faults.Load(), checked.Load(), lost.Load(), duplicated.Load(), spread(takeovers), spread(exitsAfterLoss),
+		writesAfterLoss.Load(), time.Since(start).Round(time.Second))
+	if code == 0 && lost.Load()+duplicated.Load()+writesAfterLoss.Load() > 0 {
 		code = 1
 	}
 	return code

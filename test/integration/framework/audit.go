@@ -81,7 +81,23 @@ func (w AuditWrite) String() string {
 type LeaseWrite struct {
 	Writer string    // replica identity from the user agent; "" for other clients
 	At     time.Time // when the API server received it
-	Holder string    // the holder the write set; "" is a release
+	Done   time.Time // when it answered
+	// What the write stored (from the response; from the request if the
+	// audit log has no response): the holder ("" after a release), the
+	// writer's clock when it made the attempt, the lease duration in
+	// seconds, and the Lease's resourceVersion.
+	Holder    string
+	RenewTime time.Time
+	Duration  int32
+	Version   string
+	// view is the Lease as a standby's elector compares it: client-go's
+	// record with its times in whole seconds.
+	view string
+}
+
+func (w LeaseWrite) String() string {
+	return fmt.Sprintf("%s..%s by %q: holder %q, renewTime %s, %ds, version %s", w.At.Format("15:04:05.000000"),
+		w.Done.Format("15:04:05.000000"), w.Writer, w.Holder, w.RenewTime.Format("15:04:05.000000"), w.Duration, w.Version)
 }
 
 // ControllerWrites returns the writes to Books, ConfigMaps and Events in
@@ -125,25 +141,39 @@ func LeaseWrites(events []auditv1.Event, namespace, name string) ([]LeaseWrite, 
 			e.ResponseStatus == nil || e.ResponseStatus.Code >= 300 {
 			continue
 		}
-		if e.RequestObject == nil {
-			return nil, fmt.Errorf("the audit log records the Lease write at %s without its body: is the Lease rule at Request level?",
+		body := e.ResponseObject
+		if body == nil {
+			body = e.RequestObject
+		}
+		if body == nil {
+			return nil, fmt.Errorf("the audit log records the Lease write at %s without its body: is the Lease rule at Request level or above?",
 				e.RequestReceivedTimestamp.Format(time.RFC3339Nano))
 		}
 		var lease coordinationv1.Lease
-		if err := json.Unmarshal(e.RequestObject.Raw, &lease); err != nil {
-			// A JSON merge patch carries only what it changes.
-			var patch struct {
-				Spec coordinationv1.LeaseSpec `json:"spec"`
-			}
-			if err := json.Unmarshal(e.RequestObject.Raw, &patch); err != nil {
-				return nil, fmt.Errorf("decoding a Lease write: %w", err)
-			}
-			lease.Spec = patch.Spec
+		if err := json.Unmarshal(body.Raw, &lease); err != nil {
+			return nil, fmt.Errorf("decoding a Lease write: %w", err)
 		}
-		w := LeaseWrite{Writer: Identity(e.UserAgent), At: e.RequestReceivedTimestamp.Time}
-		if lease.Spec.HolderIdentity != nil {
-			w.Holder = *lease.Spec.HolderIdentity
+		spec := lease.Spec
+		w := LeaseWrite{Writer: Identity(e.UserAgent), At: e.RequestReceivedTimestamp.Time, Done: e.StageTimestamp.Time,
+			Version: lease.ResourceVersion}
+		if spec.HolderIdentity != nil {
+			w.Holder = *spec.HolderIdentity
 		}
+		if spec.RenewTime != nil {
+			w.RenewTime = spec.RenewTime.Time
+		}
+		if spec.LeaseDurationSeconds != nil {
+			w.Duration = *spec.LeaseDurationSeconds
+		}
+		var acquired time.Time
+		if spec.AcquireTime != nil {
+			acquired = spec.AcquireTime.Time
+		}
+		var transitions int32
+		if spec.LeaseTransitions != nil {
+			transitions = *spec.LeaseTransitions
+		}
+		w.view = fmt.Sprintf("%q %d %d %d %d", w.Holder, w.Duration, acquired.Unix(), w.RenewTime.Unix(), transitions)
 		out = append(out, w)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
@@ -152,7 +182,9 @@ func LeaseWrites(events []auditv1.Event, namespace, name string) ([]LeaseWrite, 
 
 // Leadership is a period during which one replica may write, from the API
 // server's view: from its acquisition of the Lease until its last renewal
-// plus the renew deadline, or until it released the Lease. That is the
+// plus the renew deadline, or until it released the Lease. Only renewals a
+// standby can tell from the Lease before them count (client-go compares
+// Leases with times in whole seconds). That is the
 // moment the issue calls "lost the Lease"; a standby may take over only a
 // lease duration after the last renewal, later still.
 type Leadership struct {
@@ -185,6 +217,7 @@ func (l Leadership) String() string {
 // Lease and the writes of the replicas competing for it.
 type LeadershipReport struct {
 	Periods []Leadership
+	Leases  []LeaseWrite
 	Writes  []AuditWrite
 	// Outside are the writes received when their writer held no
 	// leadership: before it acquired the Lease, or after it lost it (its
@@ -213,13 +246,19 @@ func Leaderships(events []auditv1.Event, leaseNamespace, leaseName, writesNamesp
 	if err != nil {
 		return nil, err
 	}
-	r := &LeadershipReport{Writes: ControllerWrites(events, writesNamespace), MinSlack: -1}
+	r := &LeadershipReport{Leases: leases, Writes: ControllerWrites(events, writesNamespace), MinSlack: -1}
 	open := map[string]*Leadership{} // the latest period of each holder
 	end := func(p *Leadership) {
 		r.Periods = append(r.Periods, *p)
 		delete(open, p.Holder)
 	}
+	var stored string // the Lease as standbys last could see it
 	for _, lw := range leases {
+		// A standby restarts its countdown only when the Lease looks
+		// different to it (times in whole seconds): a renewal that does
+		// not extends nothing.
+		visible := lw.view != stored
+		stored = lw.view
 		for _, p := range open {
 			if p.Holder != lw.Holder && p.MovedAt.IsZero() && !lw.At.After(p.Until) {
 				p.MovedAt = lw.At
@@ -233,7 +272,9 @@ func Leaderships(events []auditv1.Event, leaseNamespace, leaseName, writesNamesp
 		case lw.Writer == "" || lw.Holder != lw.Writer:
 			// Written by someone other than the holder it names.
 		case p != nil && p.MovedAt.IsZero() && !lw.At.After(p.Until): // a renewal in time
-			p.LastRenew, p.Until = lw.At, lw.At.Add(renewDeadline)
+			if visible {
+				p.LastRenew, p.Until = lw.At, lw.At.Add(renewDeadline)
+			}
 			p.Renewals++
 		default: // an acquisition
 			if p != nil {

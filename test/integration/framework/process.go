@@ -188,6 +188,15 @@ func (p *Process) Wait(timeout time.Duration) (int, error) {
 	return p.cmd.ProcessState.ExitCode(), nil
 }
 
+// ExitCode is the process's exit code once it has exited; ok is false
+// while it runs.
+func (p *Process) ExitCode() (code int, ok bool) {
+	if p.Running() {
+		return 0, false
+	}
+	return p.cmd.ProcessState.ExitCode(), true
+}
+
 // Lines returns a copy of the output lines read so far.
 func (p *Process) Lines() []LogLine {
 	p.mu.Lock()

@@ -77,12 +77,18 @@ func (e *Env) StartAPIServerProxy(t testing.TB, dir, name string) (*Proxy, strin
 		t.Fatal(err)
 	}
 	p := StartProxy(t, u.Host)
-	kubeconfig := e.EditedKubeconfig(t, dir, name, func(cfg *clientcmdapi.Config) {
+	return p, e.ProxiedKubeconfig(t, dir, name, p)
+}
+
+// ProxiedKubeconfig writes into dir a copy of the admin kubeconfig whose
+// server is p.
+func (e *Env) ProxiedKubeconfig(t testing.TB, dir, name string, p *Proxy) string {
+	t.Helper()
+	return e.EditedKubeconfig(t, dir, name, func(cfg *clientcmdapi.Config) {
 		for _, c := range cfg.Clusters {
 			c.Server = "https://" + p.Addr()
 		}
 	})
-	return p, kubeconfig
 }
 
 // Addr is where the proxy listens (127.0.0.1:port).

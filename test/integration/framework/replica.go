@@ -35,6 +35,9 @@ type ReplicaOptions struct {
 	// ViaProxy puts a Proxy of the replica's own between it and the API
 	// server, so a test can cut or slow down this replica alone.
 	ViaProxy bool
+	// Proxy, if set, is the one to go through: a replica restarted behind
+	// the proxy of the one it replaces.
+	Proxy *Proxy
 	// Args are more flags (-v=2, --workers...).
 	Args []string
 }
@@ -63,7 +66,10 @@ func (e *Env) StartReplica(t testing.TB, bin, name string, o ReplicaOptions) *Re
 	}
 	r := &Replica{MetricsAddr: FreeAddr(t), ProbeAddr: FreeAddr(t)}
 	kubeconfig := e.Cluster.KubeconfigPath()
-	if o.ViaProxy {
+	switch {
+	case o.Proxy != nil:
+		r.Proxy, kubeconfig = o.Proxy, e.ProxiedKubeconfig(t, t.TempDir(), name+".kubeconfig", o.Proxy)
+	case o.ViaProxy:
 		r.Proxy, kubeconfig = e.StartAPIServerProxy(t, t.TempDir(), name+".kubeconfig")
 	}
 	args := append([]string{"--kubeconfig", kubeconfig, "--namespace", o.Namespace,
@@ -156,6 +162,12 @@ func (e *Env) CheckLeadership(t testing.TB, namespace, leaseID string, renewDead
 		}
 		for _, w := range r.Stale {
 			t.Errorf("a write after the Lease named another holder: %s", w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("the Lease's writes, as received:")
+		for _, w := range r.Leases {
+			t.Logf("  %s", w)
 		}
 	}
 	return r
