@@ -44,6 +44,8 @@ type impl struct {
 	// probes and metrics say whether the binary serves /healthz and
 	// /readyz, and Prometheus metrics with rest_client_requests_total.
 	probes, metrics bool
+	// reconciles is the counter of reconciles by result, in its metrics.
+	reconciles string
 }
 
 // addrs are where a controller serves its endpoints.
@@ -78,8 +80,9 @@ func impls(t *testing.T) []impl {
 				}
 				return append(args, recheck...)
 			},
-			probes:  oursProbes,
-			metrics: oursMetrics,
+			probes:     oursProbes,
+			metrics:    oursMetrics,
+			reconciles: "book_controller_reconcile_total",
 		},
 		{
 			name: "controller-runtime",
@@ -90,8 +93,9 @@ func impls(t *testing.T) []impl {
 					"--health-probe-bind-address", a.probe, "--metrics-bind-address", a.metrics, "--metrics-secure=false"},
 					recheck...)
 			},
-			probes:  true,
-			metrics: true,
+			probes:     true,
+			metrics:    true,
+			reconciles: "controller_runtime_reconcile_total",
 		},
 	}
 }
@@ -299,6 +303,11 @@ func scenarios(t *testing.T, im impl) map[string]bookState {
 		if w := reqs["POST"] + reqs["PUT"] + reqs["PATCH"] + reqs["DELETE"]; w != 0 {
 			t.Errorf("%v write requests after a restart over converged Books, want 0 (%v)", w, reqs)
 		}
+		// Writing nothing proves little if nothing was synced: a
+		// controller whose workers never start writes nothing too.
+		if n := successfulReconciles(t, proc.addrs.metrics, im.reconciles); n < float64(len(state)) {
+			t.Errorf("the restarted %s reconciled %v Books successfully, want at least the %d there are", im.name, n, len(state))
+		}
 	}
 
 	// Book deleted → its ConfigMap is garbage-collected.
@@ -384,6 +393,34 @@ func requestsByMethod(t *testing.T, addr string) map[string]float64 {
 }
 
 var methodLabel = regexp.MustCompile(`method="([A-Z]+)"`)
+
+// successfulReconciles sums the samples of the counter name with
+// result="success" at a metrics endpoint.
+func successfulReconciles(t *testing.T, addr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scraping metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scraping metrics: %d %v", resp.StatusCode, err)
+	}
+	total := 0.0
+	for line := range strings.Lines(string(body)) {
+		if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, `result="success"`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			t.Fatalf("parsing %q: %v", line, err)
+		}
+		total += v
+	}
+	return total
+}
 
 func checkProbes(t *testing.T, addr string) {
 	t.Helper()
