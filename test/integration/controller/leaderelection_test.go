@@ -101,6 +101,32 @@ func TestLeaderElectionOnlyLeaderWorksAndStandbyTakesOver(t *testing.T) {
 	}
 }
 
+// TestGracefulStopReleasesAndLeavesNothing: a leader asked to stop drains,
+// releases the Lease after its last write, returns nil, and leaves no
+// goroutine behind. Not parallel: goleak looks at the whole test binary.
+func TestGracefulStopReleasesAndLeavesNothing(t *testing.T) {
+	ns := env.Namespace(t)
+	saConfig := env.ControllerServiceAccountConfig(t)
+	ignore := goleak.IgnoreCurrent()
+	a := env.StartController(t, framework.ControllerOptions{Namespace: ns,
+		LeaderElection: testLeaderElection(ns, "replica-a"), RESTConfig: saConfig})
+	framework.Eventually(t, "replica-a to hold the Lease", func(ctx context.Context) (bool, error) {
+		return leaseHolder(ctx, ns) == "replica-a", nil
+	})
+	createBooks(t, ns, 20)
+	if err := a.Stop(); err != nil {
+		t.Fatalf("Run after a graceful stop: %v, want nil", err)
+	}
+	if h := leaseHolder(context.Background(), ns); h != "" {
+		t.Errorf("the Lease is held by %q after the leader stopped, want released", h)
+	}
+	r := checkLeadership(t, env.AuditLog(t), ns)
+	if len(r.Periods) != 1 || !r.Periods[0].Released {
+		t.Errorf("leadership periods %v, want one, ended by a release", r.Periods)
+	}
+	goleak.VerifyNone(t, ignore)
+}
+
 // TestLeaseTakenLeaderStopsWritingAndReturns takes the Lease from a leader
 // the way a partitioned leader loses it (the other replica now holds it),
 // in a burst of work. The leader must stop writing at once and Run must
