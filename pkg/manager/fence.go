@@ -213,7 +213,7 @@ func (f *writeFence) stepDown(ctx context.Context) bool {
 	return true
 }
 
-// leading reports whether writes are admitted now.
+// isLeading reports whether writes are admitted now.
 func (f *writeFence) isLeading() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

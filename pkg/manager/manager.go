@@ -74,6 +74,7 @@ func Run(ctx context.Context, cfg Config) error {
 		{"start informers", m.startInformers},       // warm caches, also on a standby
 	}
 	for _, step := range steps {
+		klog.FromContext(ctx).V(4).Info("Manager step", "step", step.name)
 		if err := step.run(ctx); err != nil {
 			if errors.Is(err, errStopped) {
 				return nil // asked to stop while starting: a clean stop, not a failure
@@ -112,8 +113,9 @@ func (m *manager) stop() {
 	}
 }
 
-// connect builds the clients. With leader election, the clients that write
-// go through the write fence, and the Lease lock reports to it.
+// connect builds the clients, and the metrics the fence counts in. With
+// leader election, the clients that write go through the write fence, which
+// cuts their connections on a loss, and the Lease lock reports to it.
 func (m *manager) connect(context.Context) error {
 	m.metrics = newManagerMetrics()
 	le := m.cfg.LeaderElection
