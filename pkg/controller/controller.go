@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -40,6 +41,13 @@ const (
 	DefaultConflictRecheck = 30 * time.Second
 	DefaultDrainTimeout    = 20 * time.Second
 )
+
+// defaultCacheLagRecheck is how long a Book waiting for its own ConfigMap to
+// reach the cache is left before a sync looks again (see awaitOwnWrite). It
+// decides nothing: resourceVersions say when the cache has caught up. It
+// only wakes a Book that no event will wake, as kube's expectations time out
+// after five minutes; a ConfigMap per Book is cheap to look at again.
+const defaultCacheLagRecheck = 30 * time.Second
 
 // Options tune a Controller. The zero value is valid.
 type Options struct {
@@ -83,9 +91,11 @@ type Controller struct {
 	conflictRecheck time.Duration
 	drainTimeout    time.Duration
 
-	// Our own writes that the caches have yet to show; see expectations.go.
-	statusWrittenFrom sync.Map // Book key → resourceVersion the status write started from
-	configMapsCreated sync.Map // Book key → when we created its ConfigMap
+	// consistency holds our own writes until the caches show them; see
+	// consistency.go. cacheLagRecheck is when a Book waiting for its own
+	// ConfigMap to reach the cache is looked at again (awaitOwnWrite).
+	consistency     *consistencyStore
+	cacheLagRecheck time.Duration
 
 	// syncHandler reconciles one key. It is a field so tests can observe
 	// or replace it (to inject a panic, for instance).
@@ -129,6 +139,11 @@ func New(
 		clock:           opts.Clock,
 		conflictRecheck: opts.ConflictRecheck,
 		drainTimeout:    opts.DrainTimeout,
+		consistency: newConsistencyStore(map[schema.GroupResource]storeVersion{
+			booksResource:      bookInformer.Informer().GetStore(),
+			configMapsResource: configMapInformer.Informer().GetStore(),
+		}),
+		cacheLagRecheck: defaultCacheLagRecheck,
 	}
 	c.syncHandler = c.syncBook
 	metrics.InitController(Name)

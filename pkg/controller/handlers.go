@@ -34,14 +34,12 @@ func (c *Controller) bookEventHandler() cache.ResourceEventHandlerFuncs {
 func (c *Controller) configMapEventHandler() cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			c.observeConfigMap(obj)
 			c.enqueueControllingBook(obj)
 		},
 		UpdateFunc: func(oldObj, newObj any) {
 			if sameResourceVersion(oldObj, newObj) {
 				return
 			}
-			c.observeConfigMap(newObj)
 			// If the controller reference changed, the previous owner must
 			// learn that it lost its ConfigMap as well.
 			oldCM, ok1 := oldObj.(*corev1.ConfigMap)
@@ -56,7 +54,6 @@ func (c *Controller) configMapEventHandler() cache.ResourceEventHandlerFuncs {
 			c.enqueueControllingBook(newObj)
 		},
 		DeleteFunc: func(obj any) {
-			c.observeConfigMap(obj)
 			c.enqueueControllingBook(obj)
 		},
 	}
