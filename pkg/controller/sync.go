@@ -120,8 +120,14 @@ func (c *Controller) createConfigMap(ctx context.Context, book *webappv1.Book, d
 func (c *Controller) reconcileConfigMap(ctx context.Context, book *webappv1.Book, observed, desired *corev1.ConfigMap) (metav1.Condition, error) {
 	if !metav1.IsControlledBy(observed, book) {
 		// Never modify what we don't control. Look again later: the other
-		// object is not in our cache, so its deletion would go unnoticed.
+		// object may be outside our label-filtered cache, and then its
+		// deletion raises no event.
 		c.queue.AddAfter(cache.MetaObjectToName(book), c.conflictRecheck)
+		if controlledByEarlierBook(observed, book) {
+			// Not a conflict: the garbage collector is on its way, and the
+			// ConfigMap's delete event brings the Book back.
+			return earlierBookCondition(book, observed), nil
+		}
 		return conflictCondition(book), nil
 	}
 	if observed.DeletionTimestamp != nil {
