@@ -183,6 +183,9 @@ func (o *options) validate() error {
 		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
 	case o.resyncPeriod < 0:
 		return fmt.Errorf("--resync-period must be 0 (off) or positive, got %s", o.resyncPeriod)
+	case o.qps == 0:
+		// client-go reads a QPS of 0 as "unset" and applies its default of 5.
+		return fmt.Errorf("--kube-api-qps must be positive, or -1 to disable client-side rate limiting; got 0, which client-go would turn into 5")
 	case o.qps < 0 && o.qps != -1:
 		return fmt.Errorf("--kube-api-qps must be positive, or -1 to disable client-side rate limiting; got %v", o.qps)
 	case o.burst < 1 && o.qps != -1:

@@ -145,6 +145,7 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"--resync-period", "soon"}, "--resync-period"},
 		{[]string{"-resync-period=-1m"}, "--resync-period"},
 		{[]string{"--kube-api-qps=-2"}, "--kube-api-qps"},
+		{[]string{"--kube-api-qps=0"}, "client-go would turn into 5"}, // not silently 5 QPS
 		{[]string{"--kube-api-burst=0"}, "--kube-api-burst"},
 		{[]string{"--namespace", strings.Repeat("n", 64)}, "--namespace"},
 		{[]string{"--kubeconfig"}, "--kubeconfig"}, // no value at all
