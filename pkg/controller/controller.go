@@ -168,7 +168,7 @@ func New(
 // process has lost the right to write, as on losing leader election.
 var ErrAbort = errors.New("controller aborted")
 
-// Run waits for the caches, starts workers goroutines and blocks until ctx
+// Run waits for the caches, starts one goroutine per worker and blocks until ctx
 // ends. Then it stops taking new keys, lets the workers finish what is
 // queued (up to the drain timeout), waits for them and returns. If ctx was
 // cancelled with cause ErrAbort, in-flight work is cancelled instead.

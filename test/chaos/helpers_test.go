@@ -295,9 +295,10 @@ func groupOf(apiVersion string) string {
 }
 
 // convergeTimeout is how long n Books may take to converge after the last
-// fault: generous, since after an outage the controller's default rate
-// limiter (10 retries a second overall) paces the retries of every key that
-// failed.
+// fault: generous, since after an outage every key that failed is retried
+// under the controller's default rate limit (100 retries a second overall,
+// burst 1000: controller.Options.RateLimiter), on a machine the API server
+// shares with the test.
 func convergeTimeout(n int) time.Duration {
 	return 2*time.Minute + time.Duration(n)*150*time.Millisecond
 }
