@@ -121,15 +121,16 @@ undeploy: ## Delete what deploy created; with manifests/ that includes the CRD a
 
 ##@ Benchmark
 
-# Books per phase and client concurrency for `make bench`; BENCH_FLAGS adds any
-# other flag (cd test/bench && go run . -h).
+# Books per phase, concurrency of the live phases' creators and rounds for
+# `make bench`; BENCH_FLAGS adds any other flag (cd test/bench && go run . -h).
 N ?= 2000
 C ?= 16
+ROUNDS ?= 3
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: tools ## Convergence vs the API ceiling and the controller-runtime twin (N=, C=); writes docs/bench/.
-	cd test/bench && go run . -n $(N) -c $(C) -out $(abspath docs/bench) \
+bench: tools ## Convergence vs the API ceiling and three twin configurations, capacity at p99 ≤ 1 s, cost (N=, C=, ROUNDS=); writes docs/bench/.
+	cd test/bench && go run . -n $(N) -c $(C) -rounds $(ROUNDS) -out $(abspath docs/bench) \
 	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
 
 ##@ Chaos
