@@ -53,7 +53,11 @@ func write(o options, r *Result) error {
 	fmt.Print(md)
 	logf("wrote %s.{md,json} and charts", base)
 	for _, b := range r.Bars {
-		if b.Target != "" {
+		switch {
+		case b.Target == "":
+		case len(b.Values) == 0:
+			logf("%s: %s", b.Name, b.Result)
+		default:
 			logf("%-4s %s: median %g (min %g, max %g), target %s", strings.SplitN(b.Result, ":", 2)[0], b.Name, b.Median, b.Min, b.Max, b.Target)
 		}
 	}
@@ -108,11 +112,11 @@ func markdown(r *Result, charts map[string]string, chartRound *Round) string {
 		if res == "PASS" || res == "FAIL" {
 			res = "**" + res + "**"
 		}
-		minMax := "–"
+		med, minMax := "–", "–"
 		if len(x.Values) > 0 {
-			minMax = fmt.Sprintf("%g–%g", x.Min, x.Max)
+			med, minMax = fmt.Sprintf("%g", x.Median), fmt.Sprintf("%g–%g", x.Min, x.Max)
 		}
-		fmt.Fprintf(&b, "| %s | %g | %s | %s | %s | %s |\n", x.Name, x.Median, minMax, strings.Join(per, "; "), x.Target, res)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", x.Name, med, minMax, strings.Join(per, "; "), x.Target, res)
 	}
 
 	if len(r.CeilingC) > 0 {
