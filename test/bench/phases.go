@@ -347,6 +347,7 @@ func (e *env) livePhase(ctx context.Context, name string, s controllerSpec, pace
 		creators = e.o.pacedCreators
 		timeout = max(timeout, time.Duration(float64(e.o.n)/pace*float64(time.Second))+60*time.Second)
 	}
+	p.C = creators
 	if err := e.prepare(ctx, p); err != nil {
 		return p, err
 	}

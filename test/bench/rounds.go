@@ -40,6 +40,9 @@ func selectPhases(list string) (map[string]bool, error) {
 			out[p] = true
 		}
 	}
+	if out["capacity"] && !out["ceiling"] {
+		return nil, fmt.Errorf("-phases: capacity is a fraction of the round's ceiling; add ceiling")
+	}
 	if out["restart"] && !out["ours-live"] {
 		return nil, fmt.Errorf("-phases: restart restarts ours over ours-live's Books; add ours-live")
 	}
@@ -149,7 +152,7 @@ func (e *env) runRound(ctx context.Context, index int, plan []unit) (*Round, err
 	r.bestCeiling()
 	if e.o.phases["capacity"] {
 		if r.Ceiling == 0 {
-			return r, fmt.Errorf("the capacity search needs the round's ceiling: add ceiling to -phases")
+			return r, fmt.Errorf("no ceiling measured this round, and the capacity search is paced by it")
 		}
 		// Alternate which controller goes first, as the phases do.
 		configs := []string{"ours", "twin-tuned"}
