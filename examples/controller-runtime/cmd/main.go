@@ -118,11 +118,15 @@ func main() {
 	}
 	tune.applyToCache(&cacheOpts)
 
+	var clientOpts client.Options
+	tune.applyToClient(&clientOpts)
+
 	restConfig := ctrl.GetConfigOrDie()
 	tune.applyToConfig(restConfig)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,
+		Client:                 clientOpts,
 		Metrics:                metricsServerOptions,
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         enableLeaderElection,

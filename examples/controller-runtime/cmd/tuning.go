@@ -21,6 +21,7 @@ type tuning struct {
 	stripManagedFields bool
 	configMapsByLabel  bool
 	statusMergePatch   bool
+	readYourWrites     bool
 	readyzCacheSync    bool
 	usePriorityQueue   bool
 	eventQPS           float64
@@ -37,6 +38,9 @@ func (t *tuning) bindFlags(fs *flag.FlagSet) {
 			" (cache.Options.ByObject); a ConfigMap the cache lacks but the API server has is then read from the API server.")
 	fs.BoolVar(&t.statusMergePatch, "status-merge-patch", false,
 		"Write the status with a JSON merge patch (no resourceVersion, so no 409 Conflict from a stale cache) instead of Status().Update.")
+	fs.BoolVar(&t.readYourWrites, "read-your-writes", false,
+		"Make reads from the cache wait until it has observed this process's own earlier writes to the object "+
+			"(client.CacheOptions.EnableReadYourWritesConsistency, experimental in controller-runtime v0.25).")
 	fs.BoolVar(&t.readyzCacheSync, "readyz-cache-sync", false,
 		"Make /readyz fail until the Book and ConfigMap caches have synced (the scaffold's readyz is a plain ping).")
 	fs.BoolVar(&t.usePriorityQueue, "use-priority-queue", true,
@@ -73,6 +77,17 @@ func (t *tuning) applyToCache(o *cache.Options) {
 		o.ByObject = map[client.Object]cache.ByObject{
 			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{controller.ManagedByLabel: controller.ManagedByValue})},
 		}
+	}
+}
+
+// applyToClient turns on read-your-writes for the manager's client: a
+// reconcile started by the watch event of one of our own writes then reads
+// the object as written, not the older copy the cache may still hold, which
+// is what book-controller's expectations achieve.
+func (t *tuning) applyToClient(o *client.Options) {
+	if t.readYourWrites {
+		on := true
+		o.Cache = &client.CacheOptions{EnableReadYourWritesConsistency: &on}
 	}
 }
 

@@ -3,7 +3,8 @@ package framework
 // TwinTunedArgs are the flags that give the controller-runtime twin
 // (examples/controller-runtime) each lever controller-runtime offers that
 // book-controller also pulls: managedFields stripped from the cache, only
-// labelled ConfigMaps cached, status written without a resourceVersion
+// labelled ConfigMaps cached, reads that wait for the process's own writes
+// (as our expectations do), status written without a resourceVersion
 // precondition, Events over eventQPS (burst eventBurst) dropped, and a
 // /readyz that waits for the caches. Workers and GOGC are set apart
 // (--max-concurrent-reconciles, the GOGC environment variable).
@@ -12,6 +13,7 @@ func TwinTunedArgs(eventQPS, eventBurst string) []string {
 	return []string{
 		"--cache-strip-managed-fields",
 		"--cache-configmaps-by-label",
+		"--read-your-writes",
 		"--status-merge-patch",
 		"--event-qps", eventQPS, "--event-burst", eventBurst,
 		"--readyz-cache-sync",
