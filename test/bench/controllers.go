@@ -96,6 +96,9 @@ func (e *env) twinController(config string) controllerSpec {
 	case "twin-same":
 	case "twin-tuned":
 		extra = framework.TwinTunedArgs(e.defaults.eventQPS, e.defaults.eventBurst)
+		if e.o.twinTunedArgs != "" {
+			extra = strings.Fields(e.o.twinTunedArgs)
+		}
 		s.env = []string{"GOGC=" + e.o.twinGOGC}
 	default:
 		panic("unknown twin configuration " + config)

@@ -57,6 +57,7 @@ type options struct {
 	ourArgs        string
 	twinLogInfo    bool
 	twinGOGC       string
+	twinTunedArgs  string
 	kubeconfig     string
 	oursBin        string
 	keep           bool
@@ -88,6 +89,7 @@ func main() {
 	flag.StringVar(&o.ourArgs, "our-args", "", "extra arguments for book-controller (space-separated), e.g. for lever experiments")
 	flag.BoolVar(&o.twinLogInfo, "twin-log-info", true, "run the twin with --zap-log-level=info (its scaffold default, development mode, logs every reconcile at debug level)")
 	flag.StringVar(&o.twinGOGC, "twin-tuned-gogc", "50", "GOGC of the tuned twin: book-controller's built-in setting (cmd/controller/main.go)")
+	flag.StringVar(&o.twinTunedArgs, "twin-tuned-args", "", "the tuned twin's lever flags, space-separated, instead of framework.TwinTunedArgs (experiments, e.g. without --read-your-writes)")
 	flag.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "use this cluster instead of starting a local control plane (default $KUBECONFIG; empty: local)")
 	flag.BoolVar(&o.warmUp, "warm-up", true, "before the first round, run the API-ceiling load generator once over N Books, unmeasured, so the first phase does not meet the API server's cold watch caches")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (built binaries, each controller's log, per-Book create and Ready times of live phases) and print its path")
