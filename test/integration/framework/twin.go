@@ -4,7 +4,7 @@ package framework
 // (examples/controller-runtime) each lever controller-runtime offers that
 // book-controller also pulls: managedFields stripped from the cache, only
 // labelled ConfigMaps cached, reads that wait for the process's own writes
-// (as our expectations do), status written without a resourceVersion
+// (as our consistency store does), status written without a resourceVersion
 // precondition, Events over eventQPS (burst eventBurst) dropped, and a
 // /readyz that waits for the caches. Workers and GOGC are set apart
 // (--max-concurrent-reconciles, the GOGC environment variable).
