@@ -51,6 +51,8 @@ func run(args []string) int {
 		ResyncPeriod:   o.resyncPeriod,
 		LeaderElection: o.leaderElection,
 		MetricsAddr:    o.metricsAddr,
+		MetricsSecure:  o.metricsSecure,
+		MetricsCertDir: o.metricsCertDir,
 		ProbeAddr:      o.probeAddr,
 		EventQPS:       o.eventQPS,
 		EventBurst:     o.eventBurst,

@@ -28,6 +28,8 @@ type options struct {
 	eventBurst   int
 
 	metricsAddr    string
+	metricsSecure  bool
+	metricsCertDir string
 	probeAddr      string
 	leaderElection manager.LeaderElection
 }
@@ -89,6 +91,10 @@ func (o *options) flagSet() *pflag.FlagSet {
 
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr,
 		`Address to serve Prometheus metrics on /metrics, e.g. ":8080"; "0" turns it off.`)
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", o.metricsSecure,
+		"Serve metrics over HTTPS, only to callers whose bearer token the API server accepts (TokenReview) and who may get the path (SubjectAccessReview; the metrics-reader ClusterRole). The Deployment turns it on.")
+	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", o.metricsCertDir,
+		"Directory holding tls.crt and tls.key for --metrics-secure, reloaded when they change. Empty: a self-signed certificate generated at start.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", o.probeAddr,
 		`Address to serve /healthz and /readyz on; "0" turns it off.`)
 
@@ -204,6 +210,8 @@ func (o *options) validate() error {
 			o.leaderElection.RenewDeadline, leaderelection.JitterFactor, o.leaderElection.RetryPeriod)
 	case o.leaderElection.ID == "":
 		return fmt.Errorf("--leader-elect-id must not be empty")
+	case o.metricsCertDir != "" && !o.metricsSecure:
+		return fmt.Errorf("--metrics-cert-dir %q is only used with --metrics-secure: add --metrics-secure, or drop --metrics-cert-dir", o.metricsCertDir)
 	case o.namespace != "" && len(o.namespace) > 63:
 		return fmt.Errorf("--namespace %q is longer than 63 characters and cannot name a namespace", o.namespace)
 	}

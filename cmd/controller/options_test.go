@@ -104,6 +104,25 @@ func TestParseOtherFlags(t *testing.T) {
 	}
 }
 
+// Plain HTTP metrics stay the default (make run); the Deployment's
+// spelling turns on HTTPS, with or without a certificate directory.
+func TestParseMetricsSecure(t *testing.T) {
+	if o := parseOK(t); o.metricsSecure || o.metricsCertDir != "" {
+		t.Errorf("defaults: metricsSecure %v, metricsCertDir %q; want plain HTTP", o.metricsSecure, o.metricsCertDir)
+	}
+	o := parseOK(t, "--metrics-bind-address=:8443", "--metrics-secure")
+	if !o.metricsSecure || o.metricsAddr != ":8443" || o.metricsCertDir != "" {
+		t.Errorf("got metricsSecure %v, addr %q, certDir %q", o.metricsSecure, o.metricsAddr, o.metricsCertDir)
+	}
+	o = parseOK(t, "-metrics-secure", "-metrics-cert-dir", "/certs")
+	if !o.metricsSecure || o.metricsCertDir != "/certs" {
+		t.Errorf("got metricsSecure %v, certDir %q", o.metricsSecure, o.metricsCertDir)
+	}
+	if o := parseOK(t, "--metrics-secure=false"); o.metricsSecure {
+		t.Errorf("--metrics-secure=false left it on")
+	}
+}
+
 // A flag's value is the next argument even when it begins with a dash: it is
 // never taken for a flag itself.
 func TestParseDashValue(t *testing.T) {
@@ -148,6 +167,8 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"--kube-api-qps=0"}, "client-go would turn into 5"}, // not silently 5 QPS
 		{[]string{"--kube-api-burst=0"}, "--kube-api-burst"},
 		{[]string{"--namespace", strings.Repeat("n", 64)}, "--namespace"},
+		{[]string{"--metrics-cert-dir=/certs"}, "--metrics-secure"},
+		{[]string{"--metrics-secure=maybe"}, "--metrics-secure"},
 		{[]string{"--kubeconfig"}, "--kubeconfig"}, // no value at all
 		{[]string{"-kubeconfig"}, "kubeconfig"},
 		{[]string{"--bogus"}, "--bogus"},

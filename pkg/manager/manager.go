@@ -39,6 +39,10 @@ type Config struct {
 	LeaderElection LeaderElection
 	// MetricsAddr serves Prometheus metrics on /metrics; "" or "0" is off.
 	MetricsAddr string
+	// MetricsSecure serves them over HTTPS to authorized callers only, with
+	// the certificate in MetricsCertDir or a self-signed one (metricsauth.go).
+	MetricsSecure  bool
+	MetricsCertDir string
 	// ProbeAddr serves /healthz and /readyz; "" or "0" is off.
 	ProbeAddr string
 	// EventQPS and EventBurst limit the Events this process sends; Events
@@ -103,7 +107,7 @@ func Run(ctx context.Context, cfg Config) error {
 		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	}
 	own := newManagerMetrics(le, bookInformer.Lister())
-	metricsServer, err := listen("--metrics-bind-address", cfg.MetricsAddr, metrics.Handler(own.registry))
+	metricsServer, err := listenMetrics(ctx, cfg, kubeClient, metrics.Handler(own.registry))
 	if err != nil {
 		return err
 	}

@@ -118,11 +118,15 @@ func Build(ctx context.Context, o BuildOptions) (*Result, error) {
 	return res, nil
 }
 
+// BuildTags are the Dockerfile's: grpcnotrace keeps golang.org/x/net/trace
+// (and with its templates, every exported method) out of the binary.
+const BuildTags = "grpcnotrace"
+
 // compile runs the Dockerfile's build command for one platform: a static
 // (CGO_ENABLED=0), stripped binary with no local paths in it (-trimpath),
 // cross-compiled without emulation.
 func compile(ctx context.Context, root string, p v1.Platform, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/controller")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", BuildTags, "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/controller")
 	cmd.Dir = root
 	// GOWORK=off: no go.work above the checkout leaks into the build.
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOWORK=off")

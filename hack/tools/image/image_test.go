@@ -296,6 +296,11 @@ func checkELF(t *testing.T, bin []byte, p v1.Platform) {
 			t.Errorf("program header %s: dynamically linked; an empty base has no loader", prog.Type)
 		}
 	}
+	// Built with BuildTags: no golang.org/x/net/trace function in the
+	// names the runtime keeps (its templates would double the binary).
+	if bytes.Contains(bin, []byte("golang.org/x/net/trace.")) {
+		t.Errorf("the binary (%d bytes) links golang.org/x/net/trace: build with -tags %s", len(bin), BuildTags)
+	}
 }
 
 // runHelp runs the binary taken from the layer, as the container would
