@@ -31,6 +31,10 @@ type ControllerOptions struct {
 	// ConflictRecheck defaults to one second. A test that must show a Book
 	// converging on an event, not on the recheck, sets it long.
 	ConflictRecheck time.Duration
+	// MetricsSecure and MetricsCertDir are passed through: HTTPS metrics
+	// for authorized callers only.
+	MetricsSecure  bool
+	MetricsCertDir string
 }
 
 // RunningController is a controller started by StartController.
@@ -61,6 +65,8 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 		ResyncPeriod:   0,
 		LeaderElection: opts.LeaderElection,
 		MetricsAddr:    opts.MetricsAddr,
+		MetricsSecure:  opts.MetricsSecure,
+		MetricsCertDir: opts.MetricsCertDir,
 		ProbeAddr:      opts.ProbeAddr,
 	}
 	mc.Controller.ConflictRecheck = opts.ConflictRecheck

@@ -1,6 +1,8 @@
 package framework
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -56,6 +58,29 @@ func HTTPGet(addr, path string) (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
+// HTTPSGet is HTTPGet over TLS with a bearer token (none when empty). The
+// server's certificate is checked against roots, or not at all when roots is
+// nil (a self-signed certificate nobody can verify).
+func HTTPSGet(addr, path, token string, roots *x509.CertPool) (int, string, error) {
+	tlsConfig := &tls.Config{RootCAs: roots, InsecureSkipVerify: roots == nil}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+	defer client.CloseIdleConnections()
+	req, err := http.NewRequest(http.MethodGet, "https://"+addr+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
 // Scrape fetches /metrics from addr and parses the Prometheus text format.
 func Scrape(t testing.TB, addr string) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -76,6 +101,12 @@ func ScrapeMetrics(addr string) (map[string]*dto.MetricFamily, error) {
 	if code != http.StatusOK {
 		return nil, fmt.Errorf("GET %s/metrics: code %d", addr, code)
 	}
+	return ParseMetrics(t, body)
+}
+
+// ParseMetrics parses a /metrics body in the Prometheus text format.
+func ParseMetrics(t testing.TB, body string) map[string]*dto.MetricFamily {
+	t.Helper()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
 	if err != nil {
