@@ -58,6 +58,7 @@ verify: ## Fail if generated code is stale, code is not gofmt'ed or go vet compl
 	go vet ./...
 	cd $(TWIN_DIR) && go vet ./... && go mod tidy -diff
 	cd hack/tools/image && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff
+	cd hack/tools/promtool && GOWORK=off go vet ./...
 
 .PHONY: build
 build: ## Build the controller binary into _output/bin/book-controller.
@@ -111,6 +112,10 @@ twin-build: ## Build the controller-runtime twin into _output/bin/book-controlle
 .PHONY: twin-run
 twin-run: ## Run the controller-runtime twin against $KUBECONFIG (default: the local cluster).
 	cd $(TWIN_DIR) && go run ./cmd --kubeconfig "$(KUBECONFIG)" --health-probe-bind-address 0
+
+.PHONY: test-alerts
+test-alerts: ## promtool check rules + test rules for manifests/components/prometheus (first run builds promtool: minutes).
+	cd hack/tools/promtool && GOWORK=off go test -count=1 -timeout 40m $(TESTFLAGS) ./...
 
 .PHONY: parity
 parity: tools ## Run this controller and the twin through the same scenarios and compare (part of make test).
