@@ -65,7 +65,10 @@ func TestSecureMetrics(t *testing.T) {
 		if err != nil || code != http.StatusOK {
 			t.Fatalf("scrape: %d %v", code, err)
 		}
-		secure := framework.ParseMetrics(t, body)
+		secure, err := framework.ParseMetrics(body)
+		if err != nil {
+			t.Fatalf("parsing the HTTPS scrape: %v", err)
+		}
 		plain := framework.Scrape(t, plainAddr)
 		if got, want := familyIDs(secure), familyIDs(plain); !slices.Equal(got, want) {
 			t.Errorf("metric families over HTTPS differ from plain HTTP:\n  https %q\n  http  %q", got, want)

@@ -101,18 +101,17 @@ func ScrapeMetrics(addr string) (map[string]*dto.MetricFamily, error) {
 	if code != http.StatusOK {
 		return nil, fmt.Errorf("GET %s/metrics: code %d", addr, code)
 	}
-	return ParseMetrics(t, body)
-}
-
-// ParseMetrics parses a /metrics body in the Prometheus text format.
-func ParseMetrics(t testing.TB, body string) map[string]*dto.MetricFamily {
-	t.Helper()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	families, err := ParseMetrics(body)
 	if err != nil {
 		return nil, fmt.Errorf("parsing %s/metrics: %w", addr, err)
 	}
 	return families, nil
+}
+
+// ParseMetrics parses a /metrics body in the Prometheus text format.
+func ParseMetrics(body string) (map[string]*dto.MetricFamily, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(strings.NewReader(body))
 }
 
 // MetricSumBy sums a counter or gauge by the value of one label, e.g.
