@@ -20,9 +20,12 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY cmd/ cmd/
 COPY pkg/ pkg/
 # CGO_ENABLED=0: a static binary, which distroless/static (no libc) needs.
+# -tags grpcnotrace: gRPC (pulled in by k8s.io/apiserver's metrics
+# authentication) would otherwise import golang.org/x/net/trace, whose
+# templates make the linker keep every exported method: 69 MB instead of 40.
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags="-s -w" -o /book-controller ./cmd/controller
+    go build -tags grpcnotrace -trimpath -ldflags="-s -w" -o /book-controller ./cmd/controller
 
 # No shell, no package manager, no libc: CA certificates, tzdata, /etc/passwd
 # with the nonroot user (65532), and the binary.

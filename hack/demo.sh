@@ -5,7 +5,9 @@
 #                      install the CRD, start the controller, apply the example
 #                      Books, wait until they are Ready and show the result.
 #   hack/demo.sh down  stop the controller; stop the local cluster if `up`
-#                      started it, else delete the example Books it applied.
+#                      started it (not if it was already running, as after
+#                      `make cluster-up`), else delete the example Books it
+#                      applied.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -41,8 +43,12 @@ up() {
   else
     say "Starting the local control plane (the first run builds it from Go modules: several minutes)"
     hack/build-tools.sh >/dev/null
+    # Mark the cluster for `down` only if this run starts it: one that
+    # `make cluster-up` started stays up (an earlier `up` left its own mark).
+    local was_running=false
+    hack/local-up.sh status >/dev/null 2>&1 && was_running=true
     hack/local-up.sh up
-    [[ -f "$STARTED_CLUSTER" ]] || touch "$STARTED_CLUSTER"
+    "$was_running" || touch "$STARTED_CLUSTER"
     export KUBECONFIG="$LOCAL_KUBECONFIG"
     kubectl=$(kubectl_path)
   fi
@@ -111,9 +117,13 @@ down() {
     say "Stopping the local cluster"
     hack/local-up.sh down
     rm -f "$STARTED_CLUSTER"
-  elif [[ -n "${KUBECONFIG:-}" && -f "$KUBECONFIG" ]]; then
-    say "Deleting the example Books from the cluster of KUBECONFIG=$KUBECONFIG (the CRD stays; make uninstall removes it)"
-    "$(kubectl_path)" --kubeconfig "$KUBECONFIG" delete --ignore-not-found -f manifests/examples/
+  else
+    # $KUBECONFIG's cluster, or a local one that `make cluster-up` started.
+    local kubeconfig="${KUBECONFIG:-$LOCAL_KUBECONFIG}"
+    if [[ -f "$kubeconfig" ]]; then
+      say "Deleting the example Books from the cluster of $kubeconfig (the CRD stays; make uninstall removes it)"
+      "$(kubectl_path)" --kubeconfig "$kubeconfig" delete --ignore-not-found -f manifests/examples/
+    fi
   fi
 }
 

@@ -55,6 +55,10 @@ func (o *options) flagSet() *pflag.FlagSet {
 
 	fs.StringVar(&o.mgr.MetricsAddr, "metrics-bind-address", o.mgr.MetricsAddr,
 		`Address to serve Prometheus metrics on /metrics, e.g. ":8080"; "0" turns it off.`)
+	fs.BoolVar(&o.mgr.MetricsSecure, "metrics-secure", o.mgr.MetricsSecure,
+		"Serve metrics over HTTPS, only to callers whose bearer token the API server accepts (TokenReview) and who may get the path (SubjectAccessReview; the metrics-reader ClusterRole). The Deployment turns it on.")
+	fs.StringVar(&o.mgr.MetricsCertDir, "metrics-cert-dir", o.mgr.MetricsCertDir,
+		"Directory holding tls.crt and tls.key for --metrics-secure, reloaded when they change. Empty: a self-signed certificate generated at start.")
 	fs.StringVar(&o.mgr.ProbeAddr, "health-probe-bind-address", o.mgr.ProbeAddr,
 		`Address to serve /healthz and /readyz on; "0" turns it off.`)
 
@@ -150,6 +154,9 @@ func (o *options) validate() error {
 		return fmt.Errorf("--workers must be at least 1, got %d", m.Workers)
 	case m.ResyncPeriod < 0:
 		return fmt.Errorf("--resync-period must be 0 (off) or positive, got %s", m.ResyncPeriod)
+	case o.qps == 0:
+		// client-go reads a QPS of 0 as "unset" and applies its default of 5.
+		return fmt.Errorf("--kube-api-qps must be positive, or -1 to disable client-side rate limiting; got 0, which client-go would turn into 5")
 	case o.qps < 0 && o.qps != -1:
 		return fmt.Errorf("--kube-api-qps must be positive, or -1 to disable client-side rate limiting; got %v", o.qps)
 	case o.burst < 1 && o.qps != -1:
@@ -168,6 +175,8 @@ func (o *options) validate() error {
 			le.RenewDeadline, leaderelection.JitterFactor, le.RetryPeriod)
 	case le.ID == "":
 		return fmt.Errorf("--leader-elect-id must not be empty")
+	case m.MetricsCertDir != "" && !m.MetricsSecure:
+		return fmt.Errorf("--metrics-cert-dir %q is only used with --metrics-secure: add --metrics-secure, or drop --metrics-cert-dir", m.MetricsCertDir)
 	case m.Namespace != "" && len(m.Namespace) > 63:
 		return fmt.Errorf("--namespace %q is longer than 63 characters and cannot name a namespace", m.Namespace)
 	}

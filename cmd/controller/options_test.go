@@ -104,6 +104,25 @@ func TestParseOtherFlags(t *testing.T) {
 	}
 }
 
+// Plain HTTP metrics stay the default (make run); the Deployment's
+// spelling turns on HTTPS, with or without a certificate directory.
+func TestParseMetricsSecure(t *testing.T) {
+	if o := parseOK(t); o.mgr.MetricsSecure || o.mgr.MetricsCertDir != "" {
+		t.Errorf("defaults: metricsSecure %v, metricsCertDir %q; want plain HTTP", o.mgr.MetricsSecure, o.mgr.MetricsCertDir)
+	}
+	o := parseOK(t, "--metrics-bind-address=:8443", "--metrics-secure")
+	if !o.mgr.MetricsSecure || o.mgr.MetricsAddr != ":8443" || o.mgr.MetricsCertDir != "" {
+		t.Errorf("got metricsSecure %v, addr %q, certDir %q", o.mgr.MetricsSecure, o.mgr.MetricsAddr, o.mgr.MetricsCertDir)
+	}
+	o = parseOK(t, "-metrics-secure", "-metrics-cert-dir", "/certs")
+	if !o.mgr.MetricsSecure || o.mgr.MetricsCertDir != "/certs" {
+		t.Errorf("got metricsSecure %v, certDir %q", o.mgr.MetricsSecure, o.mgr.MetricsCertDir)
+	}
+	if o := parseOK(t, "--metrics-secure=false"); o.mgr.MetricsSecure {
+		t.Errorf("--metrics-secure=false left it on")
+	}
+}
+
 // A flag's value is the next argument even when it begins with a dash: it is
 // never taken for a flag itself.
 func TestParseDashValue(t *testing.T) {
@@ -145,8 +164,11 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"--resync-period", "soon"}, "--resync-period"},
 		{[]string{"-resync-period=-1m"}, "--resync-period"},
 		{[]string{"--kube-api-qps=-2"}, "--kube-api-qps"},
+		{[]string{"--kube-api-qps=0"}, "client-go would turn into 5"}, // not silently 5 QPS
 		{[]string{"--kube-api-burst=0"}, "--kube-api-burst"},
 		{[]string{"--namespace", strings.Repeat("n", 64)}, "--namespace"},
+		{[]string{"--metrics-cert-dir=/certs"}, "--metrics-secure"},
+		{[]string{"--metrics-secure=maybe"}, "--metrics-secure"},
 		{[]string{"--kubeconfig"}, "--kubeconfig"}, // no value at all
 		{[]string{"-kubeconfig"}, "kubeconfig"},
 		{[]string{"--bogus"}, "--bogus"},

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
@@ -70,6 +71,23 @@ func configMapUpToDate(observed, desired *corev1.ConfigMap) bool {
 		}
 	}
 	return true
+}
+
+// controlledByEarlierBook reports whether cm's controller is a Book of
+// book's name but another UID: a Book deleted before book was created with
+// its name. The garbage collector looks owners up by UID, so it deletes
+// such a ConfigMap (unless another, living owner keeps it); until then it
+// holds book's ConfigMap name. A forged reference looks the same, and the
+// garbage collector deletes that ConfigMap alike.
+func controlledByEarlierBook(cm *corev1.ConfigMap, book *webappv1.Book) bool {
+	ref := metav1.GetControllerOfNoCopy(cm)
+	if ref == nil || ref.Kind != bookGVK.Kind || ref.Name != book.Name || ref.UID == book.UID {
+		return false
+	}
+	// Compare the group only: a reference written through another API
+	// version of Book names a Book all the same.
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == bookGVK.Group
 }
 
 // repairedConfigMap returns a copy of observed, which this Book controls, with

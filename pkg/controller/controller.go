@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -40,6 +41,13 @@ const (
 	DefaultConflictRecheck = 30 * time.Second
 	DefaultDrainTimeout    = 20 * time.Second
 )
+
+// defaultCacheLagRecheck is how long a Book waiting for its own ConfigMap to
+// reach the cache is left before a sync looks again (see awaitOwnWrite). It
+// decides nothing: resourceVersions say when the cache has caught up. It
+// only wakes a Book that no event will wake, as kube's expectations time out
+// after five minutes; a ConfigMap per Book is cheap to look at again.
+const defaultCacheLagRecheck = 30 * time.Second
 
 // Options tune a Controller. The zero value is valid.
 type Options struct {
@@ -87,9 +95,11 @@ type Controller struct {
 	aborted context.Context
 	abort   context.CancelCauseFunc
 
-	// Our own writes that the caches have yet to show; see expectations.go.
-	statusWrittenFrom sync.Map // Book key → resourceVersion the status write started from
-	configMapsCreated sync.Map // Book key → when we created its ConfigMap
+	// consistency holds our own writes until the caches show them; see
+	// consistency.go. cacheLagRecheck is when a Book waiting for its own
+	// ConfigMap to reach the cache is looked at again (awaitOwnWrite).
+	consistency     *consistencyStore
+	cacheLagRecheck time.Duration
 
 	// syncHandler reconciles one key. It is a field so tests can observe
 	// or replace it (to inject a panic, for instance).
@@ -133,6 +143,11 @@ func New(
 		clock:           opts.Clock,
 		conflictRecheck: opts.ConflictRecheck,
 		drainTimeout:    opts.DrainTimeout,
+		consistency: newConsistencyStore(map[schema.GroupResource]storeVersion{
+			booksResource:      bookInformer.Informer().GetStore(),
+			configMapsResource: configMapInformer.Informer().GetStore(),
+		}),
+		cacheLagRecheck: defaultCacheLagRecheck,
 	}
 	c.aborted, c.abort = context.WithCancelCause(context.Background())
 	c.syncHandler = c.syncBook
@@ -153,7 +168,7 @@ func New(
 	return c, nil
 }
 
-// Run waits for the caches, starts workers goroutines and blocks until ctx
+// Run waits for the caches, starts one goroutine per worker and blocks until ctx
 // ends. Then it stops taking new keys, lets the workers finish what is
 // queued (up to the drain timeout), waits for them and returns. Abort cuts
 // any of this short: before the caches sync, while the workers run, or in

@@ -2,11 +2,14 @@ package controller
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -52,7 +55,88 @@ type fixture struct {
 
 	recorder *events.FakeRecorder
 	clock    *clocktesting.FakeClock
+	versions *serverVersions
 	c        *Controller
+}
+
+// firstWrittenVersion is the resourceVersion of the first write a test
+// makes. Objects a test starts with carry smaller ones (newBook and
+// ownConfigMap: "1"), as objects that were there before.
+const firstWrittenVersion = 101
+
+// serverVersions makes the fake clients number writes the way the API
+// server does, so that the consistency guard (consistency.go) is at work in
+// every test as in a cluster: each create, update and delete, of any
+// resource and through either client, gets the next resourceVersion of one
+// counter (etcd's revision), and an update that carries another
+// resourceVersion than the stored object's is refused with 409 Conflict.
+// The fake trackers keep objects as given, resourceVersion and all.
+type serverVersions struct {
+	last atomic.Int64
+}
+
+// current is the resourceVersion of the latest write.
+func (v *serverVersions) current() string {
+	return strconv.FormatInt(max(v.last.Load(), firstWrittenVersion-1), 10)
+}
+
+func (v *serverVersions) next() string {
+	v.last.CompareAndSwap(0, firstWrittenVersion-1)
+	return strconv.FormatInt(v.last.Add(1), 10)
+}
+
+// install puts the reactors at the front of client's chain. Reactors a test
+// prepends later (injected errors) still come first.
+func (v *serverVersions) install(client *core.Fake, tracker core.ObjectTracker) {
+	store := core.ObjectReaction(tracker)
+	client.PrependReactor("delete", "*", func(core.Action) (bool, runtime.Object, error) {
+		v.next() // the deletion is a write too; the tracker does the rest
+		return false, nil, nil
+	})
+	client.PrependReactor("update", "*", func(a core.Action) (bool, runtime.Object, error) {
+		update, ok := a.(core.UpdateActionImpl)
+		if !ok {
+			return false, nil, nil
+		}
+		obj := update.Object.DeepCopyObject()
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return true, nil, err
+		}
+		stored, err := tracker.Get(a.GetResource(), a.GetNamespace(), m.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		if sent, have := m.GetResourceVersion(), mustAccessor(stored).GetResourceVersion(); sent != "" && sent != have {
+			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), m.GetName(),
+				fmt.Errorf("the object has been modified: resourceVersion %s, stored %s", sent, have))
+		}
+		m.SetResourceVersion(v.next())
+		update.Object = obj
+		return store(update)
+	})
+	client.PrependReactor("create", "*", func(a core.Action) (bool, runtime.Object, error) {
+		create, ok := a.(core.CreateActionImpl)
+		if !ok || create.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		obj := create.Object.DeepCopyObject()
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return true, nil, err
+		}
+		m.SetResourceVersion(v.next())
+		create.Object = obj
+		return store(create)
+	})
+}
+
+func mustAccessor(obj runtime.Object) metav1.Object {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		panic(err)
+	}
+	return m
 }
 
 // newFixture builds a controller whose clients hold objects and whose listers
@@ -80,6 +164,9 @@ func newFixture(t *testing.T, opts Options, objects ...runtime.Object) *fixture 
 	// (https://github.com/kubernetes/kubernetes/issues/126850); the simple
 	// tracker is all the Book client needs, as the controller never applies.
 	f.bookClient = bookfake.NewSimpleClientset(bookObjs...)
+	f.versions = &serverVersions{}
+	f.versions.install(&f.kubeClient.Fake, f.kubeClient.Tracker())
+	f.versions.install(&f.bookClient.Fake, f.bookClient.Tracker())
 	f.kubeFactory, f.bookFactory = NewInformerFactories(f.kubeClient, f.bookClient, "", 0)
 
 	if opts.Clock == nil {
@@ -111,6 +198,10 @@ func newFixture(t *testing.T, opts Options, objects ...runtime.Object) *fixture 
 			}
 		}
 	}
+	// As after the informers' initial lists: the caches are at the
+	// resourceVersion of the world before the test's first write.
+	f.bookIndexer().Bookmark(f.versions.current())
+	f.configMapIndexer().Bookmark(f.versions.current())
 	return f
 }
 
@@ -155,7 +246,10 @@ func (f *fixture) feedBackConfigMap(name string) {
 	f.t.Helper()
 	cm := f.getConfigMap(name)
 	if cm == nil || !inConfigMapCache(cm) {
-		_ = f.configMapIndexer().Delete(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name}})
+		// The delete event (or the update that took the label away) is at
+		// least as new as the latest write.
+		_ = f.configMapIndexer().Delete(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Namespace: testNamespace, Name: name, ResourceVersion: f.versions.current()}})
 		return
 	}
 	f.addConfigMapToLister(cm)

@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 )
@@ -29,36 +28,24 @@ func (c *Controller) bookEventHandler() cache.ResourceEventHandlerFuncs {
 	}
 }
 
-// configMapEventHandler enqueues the Book that controls a ConfigMap, so an
-// edit or deletion by someone else is repaired.
+// configMapEventHandler enqueues, for every change to a ConfigMap in the
+// cache, the Book of the same namespace and name, so an edit or deletion by
+// someone else is repaired. A Book's sync reads only the ConfigMap of its own
+// name, so that is the only Book an event can concern; whom the ConfigMap's
+// owner reference names, with which UID, is for the sync to judge. (Once
+// the handler skipped references with another UID; then the deletion of a
+// ConfigMap left by an earlier Book of the same name went unheard, and a
+// recreated Book waited for the conflict recheck.)
 func (c *Controller) configMapEventHandler() cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			c.observeConfigMap(obj)
-			c.enqueueControllingBook(obj)
-		},
+		AddFunc: c.enqueueBookOfConfigMap,
 		UpdateFunc: func(oldObj, newObj any) {
 			if sameResourceVersion(oldObj, newObj) {
 				return
 			}
-			c.observeConfigMap(newObj)
-			// If the controller reference changed, the previous owner must
-			// learn that it lost its ConfigMap as well.
-			oldCM, ok1 := oldObj.(*corev1.ConfigMap)
-			newCM, ok2 := newObj.(*corev1.ConfigMap)
-			if !ok1 || !ok2 {
-				return
-			}
-			oldRef, newRef := metav1.GetControllerOf(oldCM), metav1.GetControllerOf(newCM)
-			if oldRef != nil && (newRef == nil || oldRef.UID != newRef.UID) {
-				c.enqueueControllingBook(oldObj)
-			}
-			c.enqueueControllingBook(newObj)
+			c.enqueueBookOfConfigMap(newObj)
 		},
-		DeleteFunc: func(obj any) {
-			c.observeConfigMap(obj)
-			c.enqueueControllingBook(obj)
-		},
+		DeleteFunc: c.enqueueBookOfConfigMap,
 	}
 }
 
@@ -73,37 +60,18 @@ func (c *Controller) enqueueObject(obj any) {
 	c.queue.Add(key)
 }
 
-// enqueueControllingBook enqueues the Book named by a ConfigMap's controller
-// reference, but only when that Book exists with the referenced UID: a
-// reference with a matching name but another UID is a forgery or a leftover
-// from a deleted Book, and must not steer this controller.
-func (c *Controller) enqueueControllingBook(obj any) {
+// enqueueBookOfConfigMap adds the key of the Book named like a ConfigMap, or
+// like the ConfigMap inside a deletion tombstone.
+func (c *Controller) enqueueBookOfConfigMap(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
 	cm, ok := obj.(*corev1.ConfigMap)
 	if !ok {
-		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
-		if !ok {
-			utilruntime.HandleError(errUnexpectedObject(obj))
-			return
-		}
-		if cm, ok = tombstone.Obj.(*corev1.ConfigMap); !ok {
-			utilruntime.HandleError(errUnexpectedObject(tombstone.Obj))
-			return
-		}
-	}
-	ref := metav1.GetControllerOf(cm)
-	if ref == nil || ref.Kind != bookGVK.Kind {
+		utilruntime.HandleError(errUnexpectedObject(obj))
 		return
 	}
-	// Compare the group only: a reference written by another API version of
-	// Book still points at the same Book.
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != bookGVK.Group {
-		return
-	}
-	book, err := c.booksLister.Books(cm.Namespace).Get(ref.Name)
-	if err != nil || book.UID != ref.UID {
-		return
-	}
-	c.queue.Add(cache.ObjectName{Namespace: book.Namespace, Name: book.Name})
+	c.queue.Add(cache.MetaObjectToName(cm))
 }
 
 func sameResourceVersion(oldObj, newObj any) bool {

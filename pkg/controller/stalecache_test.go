@@ -1,46 +1,19 @@
 package controller
 
 import (
-	"strconv"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	core "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
-
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
-// bumpResourceVersionOnStatusWrites makes the fake Book client behave like
-// the API server: every status write gets a new resourceVersion.
-func bumpResourceVersionOnStatusWrites(f *fixture) {
-	rv := 100
-	f.bookClient.PrependReactor("update", "books", func(a core.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "status" {
-			return false, nil, nil
-		}
-		rv++
-		book := a.(core.UpdateAction).GetObject().(*webappv1.Book).DeepCopy()
-		book.ResourceVersion = strconv.Itoa(rv)
-		gvr := webappv1.SchemeGroupVersion.WithResource("books")
-		if err := f.bookClient.Tracker().Update(gvr, book, book.Namespace); err != nil {
-			return true, nil, err
-		}
-		return true, book, nil
-	})
-}
+// The cache-lag tests: the fake clients give every write a new
+// resourceVersion (fixture_test.go), and each test feeds the watch events
+// into the caches by hand, in the order under test.
 
-// newVersionedFixture holds one Book "demo" at resourceVersion 1, whose
-// status writes get new resourceVersions as on a real API server: what the
-// cache-lag tests need to tell a stale copy from a current one.
+// newVersionedFixture holds one Book "demo" at resourceVersion 1.
 func newVersionedFixture(t *testing.T) *fixture {
-	book := newBook("demo", 1, "Title", 1)
-	book.ResourceVersion = "1"
-	f := newFixture(t, Options{}, book)
-	bumpResourceVersionOnStatusWrites(f)
-	return f
+	return newFixture(t, Options{}, newBook("demo", 1, "Title", 1))
 }
 
 // TestSyncWaitsForCacheToCatchUpWithOwnStatusWrite: right after our status
@@ -71,8 +44,11 @@ func TestSyncWaitsForCacheToCatchUpWithOwnStatusWrite(t *testing.T) {
 
 	// A spec change after that is acted on as usual.
 	changed := f.getBook("demo")
-	changed.Generation, changed.Spec.Price, changed.ResourceVersion = 2, 2, "200"
-	f.addBookToLister(changed)
+	changed.Generation, changed.Spec.Price = 2, 2
+	if _, err := f.bookClient.WebappV1().Books(testNamespace).Update(t.Context(), changed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.feedBackBook("demo")
 	f.clearActions()
 	f.mustSync("demo")
 	if got := f.mustGetConfigMap("demo").Data[PriceKey]; got != "2" {
@@ -99,15 +75,15 @@ func TestSyncWaitsForCacheToShowOwnConfigMap(t *testing.T) {
 		t.Fatalf("a sync before the ConfigMap reached the cache made requests: %s", describeActions(a))
 	}
 
-	// The add event: the expectation is met, and a sync is a plain no-op.
+	// The add event: the cache has reached our create, and a sync is a
+	// plain no-op that leaves nothing awaited.
 	f.feedBackConfigMap("demo")
-	f.c.configMapEventHandler().OnAdd(f.mustGetConfigMap("demo"), false)
-	if _, pending := f.c.configMapsCreated.Load(cache.ObjectName{Namespace: testNamespace, Name: "demo"}); pending {
-		t.Fatal("the ConfigMap's add event did not clear the expectation")
-	}
 	f.clearActions()
 	f.mustSync("demo")
 	f.expectNoWrites()
+	if err := f.c.consistency.EnsureReady(bookKey("demo")); err != nil {
+		t.Fatalf("the ConfigMap's add event did not end the wait: %v", err)
+	}
 
 	// Deleting the ConfigMap now is repaired at once: nothing is awaited.
 	if err := f.kubeClient.CoreV1().ConfigMaps(testNamespace).Delete(t.Context(), "demo", metav1.DeleteOptions{}); err != nil {
@@ -118,11 +94,14 @@ func TestSyncWaitsForCacheToShowOwnConfigMap(t *testing.T) {
 	f.expectConfigMapMatches(f.getBook("demo"))
 }
 
-// TestOwnConfigMapExpectationTimesOut: if the ConfigMap we created is deleted
-// before the informer ever shows it (and a relist skips both events), the
-// expectation must not hide its absence for ever.
-func TestOwnConfigMapExpectationTimesOut(t *testing.T) {
+// TestOwnConfigMapDeletedUnseenIsRecreated: if the ConfigMap we created is
+// deleted before the informer ever shows it, and a relist skips both
+// events, the wait must not hide its absence for ever. No event comes for
+// the Book, so it is looked at again after cacheLagRecheck; by then the
+// relist has moved the cache past our create, and the sync recreates it.
+func TestOwnConfigMapDeletedUnseenIsRecreated(t *testing.T) {
 	f := newVersionedFixture(t)
+	f.c.cacheLagRecheck = 5 * time.Millisecond
 
 	f.mustSync("demo")
 	f.feedBackBook("demo")
@@ -130,13 +109,19 @@ func TestOwnConfigMapExpectationTimesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	f.clock.Step(CreateObservedTimeout - time.Second)
 	f.mustSync("demo")
 	if cm := f.getConfigMap("demo"); cm != nil {
 		t.Fatal("ConfigMap recreated while its create was still awaited")
 	}
+	waitFor(t, "the Book to be looked at again", func() bool { return f.c.queue.Len() == 1 })
+	if key, _ := f.c.queue.Get(); key != bookKey("demo") {
+		t.Errorf("requeued key: got %v, want default/demo", key)
+	}
 
-	f.clock.Step(2 * time.Second)
+	// The relist: an empty list at the current resourceVersion.
+	if err := f.configMapIndexer().Replace(nil, f.versions.current()); err != nil {
+		t.Fatal(err)
+	}
 	f.mustSync("demo")
 	f.expectConfigMapMatches(f.getBook("demo"))
 }

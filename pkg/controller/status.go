@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,11 @@ const (
 	// ReasonConfigMapConflict: a ConfigMap with the Book's name exists but
 	// is controlled by someone else, so the controller leaves it alone.
 	ReasonConfigMapConflict = "ConfigMapConflict"
+	// ReasonConfigMapOfEarlierBook: a ConfigMap with the Book's name exists,
+	// controlled by an earlier Book of the same name (another UID) that was
+	// deleted; the controller waits for the garbage collector to delete it
+	// and then creates the Book's own.
+	ReasonConfigMapOfEarlierBook = "ConfigMapOfEarlierBook"
 )
 
 // readyCondition is the Ready condition of a Book whose ConfigMap matches.
@@ -44,6 +50,20 @@ func conflictCondition(book *webappv1.Book) metav1.Condition {
 		Reason: ReasonConfigMapConflict,
 		Message: fmt.Sprintf("ConfigMap %s exists and is not controlled by this Book; "+
 			"delete or rename it to let the controller create its own", book.Name),
+		ObservedGeneration: book.Generation,
+	}
+}
+
+// earlierBookCondition is the Ready condition of a Book whose ConfigMap name
+// is held by the ConfigMap of a deleted Book of the same name.
+func earlierBookCondition(book *webappv1.Book, cm *corev1.ConfigMap) metav1.Condition {
+	uid := metav1.GetControllerOfNoCopy(cm).UID
+	return metav1.Condition{
+		Type:   ConditionReady,
+		Status: metav1.ConditionFalse,
+		Reason: ReasonConfigMapOfEarlierBook,
+		Message: fmt.Sprintf("ConfigMap %s belongs to an earlier Book %s (UID %s) that no longer exists; "+
+			"waiting for the garbage collector to delete it", cm.Name, book.Name, uid),
 		ObservedGeneration: book.Generation,
 	}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,9 +23,15 @@ const FieldManager = "book-controller"
 // and writes only where the cluster differs, so running it again on a
 // converged Book makes no API calls at all.
 func (c *Controller) syncBook(ctx context.Context, key cache.ObjectName) error {
+	// Before reading the caches: once they have reached our last writes,
+	// whatever is read next is at least that new.
+	if err := c.consistency.EnsureReady(key); err != nil {
+		c.awaitOwnWrite(ctx, key, err)
+		return nil
+	}
 	book, err := c.booksLister.Books(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
-		c.forgetExpectations(key)
+		c.consistency.Clear(key, "")
 		// The garbage collector deletes the ConfigMap through its owner reference.
 		klog.FromContext(ctx).V(4).Info("Book is gone; nothing to do", "book", key)
 		return nil
@@ -33,9 +40,6 @@ func (c *Controller) syncBook(ctx context.Context, key cache.ObjectName) error {
 		return fmt.Errorf("reading Book %s from cache: %w", key, err)
 	}
 	if book.DeletionTimestamp != nil {
-		return nil
-	}
-	if c.cacheBehindOwnWrites(ctx, book) {
 		return nil
 	}
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "book", klog.KObj(book))
@@ -54,6 +58,23 @@ func (c *Controller) syncBook(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	return c.syncStatus(ctx, book, ready)
+}
+
+// awaitOwnWrite leaves a Book whose caches have yet to show one of our own
+// writes (see consistency.go) until they do: the watch event that brings
+// the write to the cache also requeues the Book. Our status write always
+// comes back as an event of the Book. Our ConfigMap need not: if it is
+// deleted before the informer saw it and a relist skips both events, the
+// store moves past it in silence. Only for that case the Book is also
+// looked at again after cacheLagRecheck, by which time the cache has
+// answered; normally the event requeues it long before, and the recheck
+// finds nothing to do.
+func (c *Controller) awaitOwnWrite(ctx context.Context, key cache.ObjectName, err error) {
+	klog.FromContext(ctx).V(4).Info("Cache behind our own write; waiting for its event", "book", key, "reason", err)
+	var stale *staleCacheError
+	if errors.As(err, &stale) && stale.Resource == configMapsResource {
+		c.queue.AddAfter(key, c.cacheLagRecheck)
+	}
 }
 
 // syncConfigMap makes the Book's ConfigMap match the desired one and returns
@@ -78,7 +99,7 @@ func (c *Controller) createConfigMap(ctx context.Context, book *webappv1.Book, d
 	client := c.kubeClient.CoreV1().ConfigMaps(book.Namespace)
 	created, err := client.Create(ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
 	if err == nil {
-		c.expectConfigMap(cache.MetaObjectToName(book))
+		c.consistency.WroteAt(cache.MetaObjectToName(book), book.UID, configMapsResource, created.ResourceVersion)
 		klog.FromContext(ctx).V(2).Info("Created ConfigMap")
 		c.recorder.Eventf(book, created, corev1.EventTypeNormal, EventConfigMapCreated, "Create",
 			"Created ConfigMap %s", created.Name)
@@ -99,8 +120,14 @@ func (c *Controller) createConfigMap(ctx context.Context, book *webappv1.Book, d
 func (c *Controller) reconcileConfigMap(ctx context.Context, book *webappv1.Book, observed, desired *corev1.ConfigMap) (metav1.Condition, error) {
 	if !metav1.IsControlledBy(observed, book) {
 		// Never modify what we don't control. Look again later: the other
-		// object is not in our cache, so its deletion would go unnoticed.
+		// object may be outside our label-filtered cache, and then its
+		// deletion raises no event.
 		c.queue.AddAfter(cache.MetaObjectToName(book), c.conflictRecheck)
+		if controlledByEarlierBook(observed, book) {
+			// Not a conflict: the garbage collector is on its way, and the
+			// ConfigMap's delete event brings the Book back.
+			return earlierBookCondition(book, observed), nil
+		}
 		return conflictCondition(book), nil
 	}
 	if observed.DeletionTimestamp != nil {
@@ -115,6 +142,7 @@ func (c *Controller) reconcileConfigMap(ctx context.Context, book *webappv1.Book
 	if err != nil {
 		return metav1.Condition{}, fmt.Errorf("updating ConfigMap %s: %w", klog.KObj(observed), err)
 	}
+	c.consistency.WroteAt(cache.MetaObjectToName(book), book.UID, configMapsResource, updated.ResourceVersion)
 	klog.FromContext(ctx).V(2).Info("Updated ConfigMap")
 	c.recorder.Eventf(book, updated, corev1.EventTypeNormal, EventConfigMapUpdated, "Update",
 		"Updated ConfigMap %s to match the spec", updated.Name)
@@ -135,7 +163,7 @@ func (c *Controller) syncStatus(ctx context.Context, book *webappv1.Book, ready 
 	if err != nil {
 		return fmt.Errorf("updating status of Book %s: %w", klog.KObj(book), err)
 	}
-	c.expectStatus(book, written)
+	c.consistency.WroteAt(cache.MetaObjectToName(book), book.UID, booksResource, written.ResourceVersion)
 	klog.FromContext(ctx).V(2).Info("Updated status", "ready", ready.Status, "reason", ready.Reason)
 
 	// Warn once per episode, when the Book enters the conflict, not on every

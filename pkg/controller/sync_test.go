@@ -171,14 +171,17 @@ func TestSyncRecreatesDeletedConfigMap(t *testing.T) {
 
 // TestSyncLeavesForeignConfigMapAlone covers ConfigMaps that carry the Book's
 // name but that the Book does not control: they must be left exactly as they
-// are, and the Book reports a conflict, once.
+// are, and the Book reports a conflict, once. One controlled by an earlier
+// Book of the same name is no conflict: the Book reports that it waits for
+// the garbage collector, with no Warning.
 func TestSyncLeavesForeignConfigMapAlone(t *testing.T) {
 	book := newBook("demo", 1, "Mine", 1)
 	deployRef := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "uid-web", Controller: ptrTo(true)}
 
 	tests := []struct {
-		name string
-		cm   *corev1.ConfigMap
+		name   string
+		cm     *corev1.ConfigMap
+		reason string // ReasonConfigMapConflict unless set
 	}{{
 		name: "no owner, no labels (outside the cache)",
 		cm: &corev1.ConfigMap{
@@ -217,6 +220,7 @@ func TestSyncLeavesForeignConfigMapAlone(t *testing.T) {
 			cm.Data[TitleKey] = "stale"
 			return cm
 		}(),
+		reason: ReasonConfigMapOfEarlierBook,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -234,14 +238,18 @@ func TestSyncLeavesForeignConfigMapAlone(t *testing.T) {
 				}
 			}
 
+			reason, warnings := ReasonConfigMapConflict, []string{eventConflict + "demo exists and is not controlled by this Book"}
+			if tt.reason != "" {
+				reason, warnings = tt.reason, nil
+			}
 			f.mustSync("demo")
 
 			expectUntouched()
-			cond := f.expectReady("demo", metav1.ConditionFalse, ReasonConfigMapConflict)
+			cond := f.expectReady("demo", metav1.ConditionFalse, reason)
 			if !cond.LastTransitionTime.Time.Equal(t0) {
 				t.Errorf("Ready.lastTransitionTime: got %v, want %v", cond.LastTransitionTime, t0)
 			}
-			f.expectEvents(eventConflict + "demo exists and is not controlled by this Book")
+			f.expectEvents(warnings...)
 			if n := len(f.statusWrites()); n != 1 {
 				t.Errorf("status writes: got %d, want 1", n)
 			}
@@ -257,7 +265,7 @@ func TestSyncLeavesForeignConfigMapAlone(t *testing.T) {
 			if n := len(f.statusWrites()); n != 0 {
 				t.Errorf("status writes on recheck: got %d, want 0", n)
 			}
-			f.expectReady("demo", metav1.ConditionFalse, ReasonConfigMapConflict)
+			f.expectReady("demo", metav1.ConditionFalse, reason)
 
 			// The owner of the foreign ConfigMap removes it: the Book converges.
 			if err := f.kubeClient.CoreV1().ConfigMaps(testNamespace).Delete(t.Context(), "demo", metav1.DeleteOptions{}); err != nil {

@@ -135,7 +135,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if abs, err := filepath.Abs(binDir); err == nil {
 		binDir = abs
 	}
-	ports, err := freePorts(4)
+	ports, err := FreePorts(4)
 	if err != nil {
 		return err
 	}

@@ -5,11 +5,11 @@ import (
 	"net"
 )
 
-// freePorts returns n distinct free loopback ports. All listeners are held
+// FreePorts returns n distinct free loopback ports. All listeners are held
 // open until every port is chosen, so that the kernel cannot hand the same
 // port out twice; another process may still take one before our process
 // binds it, which is rare enough to surface as a start error.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")

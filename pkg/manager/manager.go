@@ -42,6 +42,10 @@ type Config struct {
 	LeaderElection LeaderElection
 	// MetricsAddr serves Prometheus metrics on /metrics; "" or "0" is off.
 	MetricsAddr string
+	// MetricsSecure serves them over HTTPS to authorized callers only, with
+	// the certificate in MetricsCertDir or a self-signed one (metricsauth.go).
+	MetricsSecure  bool
+	MetricsCertDir string
 	// ProbeAddr serves /healthz and /readyz; "" or "0" is off.
 	ProbeAddr string
 	// EventQPS and EventBurst limit the Events this process sends; Events
@@ -189,7 +193,14 @@ func (m *manager) serveEndpoints(ctx context.Context) error {
 		leading, healthy = m.fence.isLeading, m.fence.healthy
 	}
 	m.metrics.watch(m.cfg.LeaderElection.ID, leading, m.bookFactory.Webapp().V1().Books().Lister())
-	metricsServer, err := listen("--metrics-bind-address", m.cfg.MetricsAddr, metrics.Handler(m.metrics.registry))
+	// serveCtx lasts until Run returns: the metrics certificate is watched
+	// while it lasts. Ended by the stop registered below.
+	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	m.onStop(stopServing)
+	// The TokenReviews and SubjectAccessReviews of secure metrics are
+	// POSTs: they go through an unfenced client, so that a standby's
+	// metrics can be scraped too.
+	metricsServer, err := listenMetrics(serveCtx, m.cfg, m.clients.kubeReads, metrics.Handler(m.metrics.registry))
 	if err != nil {
 		return err
 	}

@@ -1,14 +1,18 @@
 // Command bench measures how fast book-controller converges Books against a
 // real kube-apiserver, next to the API's own ceiling for the same writes and
-// to the controller-runtime twin in examples/controller-runtime. It is a
-// program, not a test: `make bench` (or `go run . -n 2000 -c 16` in
-// test/bench) writes a Markdown table, a JSON file and PNG charts.
+// to the controller-runtime twin in examples/controller-runtime in three
+// configurations (the scaffold's defaults, the same workers, and every lever
+// the framework offers). It is a program, not a test: `make bench` (or
+// `go run . -n 2000` in test/bench) writes a Markdown report, the raw JSON of
+// every round and PNG charts.
 //
 // Every controller runs as a separate process (the built binaries), so its
 // CPU time and peak RSS come from /proc/<pid>; its heap and API requests
 // come from its own /metrics. Phases run one after the other, never
 // overlapping, each in a fresh namespace that the controller is confined to
-// with --namespace. docs/benchmark.md explains each figure.
+// with --namespace and that is deleted (and waited for) when the phase ends.
+// Each round runs the phases in another order. docs/benchmark.md explains
+// each figure and each bar.
 package main
 
 import (
@@ -20,7 +24,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -36,52 +40,69 @@ import (
 )
 
 type options struct {
-	n           int
-	c           int
-	out         string
-	workers     int
-	qps         string
-	burst       string
-	pacedRate   float64
-	phases      string
-	maxBusy     float64
-	maxLoad     float64
-	timeout     time.Duration
-	label       string
-	ourArgs     string
-	twinLogInfo bool
-	kubeconfig  string
-	oursBin     string
-	keep        bool
-	warmUp      bool
+	n              int
+	c              int
+	ceilingC       []int
+	rounds         int
+	seed           int64
+	out            string
+	workers        int
+	qps            string
+	burst          string
+	phases         map[string]bool
+	maxBusy        float64
+	maxLoad        float64
+	timeout        time.Duration
+	label          string
+	ourArgs        string
+	twinLogInfo    bool
+	twinGOGC       string
+	twinTunedArgs  string
+	kubeconfig     string
+	oursBin        string
+	keep           bool
+	warmUp         bool
+	capacityP99    time.Duration
+	capacityStart  float64
+	capacityStep   float64
+	pacedCreators  int
+	preCreateConcy int
 }
 
 func main() {
 	o := options{}
+	var phases, ceilingC string
 	flag.IntVar(&o.n, "n", 2000, "Books per phase")
-	flag.IntVar(&o.c, "c", 16, "client concurrency of the Book creator and of the API-ceiling load generator")
-	flag.StringVar(&o.out, "out", "", "directory for latest.md, latest.json and the charts (default <repo>/docs/bench)")
-	flag.IntVar(&o.workers, "workers", 0, "book-controller --workers, and the twin's --max-concurrent-reconciles in the same-workers run; 0: book-controller's default")
+	flag.IntVar(&o.c, "c", 16, "concurrency of the Book creators in live phases (full speed)")
+	flag.StringVar(&ceilingC, "ceiling-c", "16,64,128,256", "writer concurrencies of the API-ceiling load generator; the ceiling is the best of them")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds; each runs the phases in another order, and each ratio is reported as the median with min–max over rounds")
+	flag.Int64Var(&o.seed, "seed", 0, "seed of the phase order (0: from the clock; the seed used is printed and recorded)")
+	flag.StringVar(&o.out, "out", "", "directory for <label>.md, <label>.json and the charts (default <repo>/docs/bench)")
+	flag.IntVar(&o.workers, "workers", 0, "book-controller --workers, and the twin's --max-concurrent-reconciles in the same-workers and tuned runs; 0: book-controller's default")
 	flag.StringVar(&o.qps, "kube-api-qps", "", "book-controller --kube-api-qps (empty: its default)")
 	flag.StringVar(&o.burst, "kube-api-burst", "", "book-controller --kube-api-burst (empty: its default)")
-	flag.Float64Var(&o.pacedRate, "paced-rate", 100, "also run book-controller with Books created at this many per second (0: skip)")
-	flag.StringVar(&o.phases, "phases", "all", "comma-separated phases to run: "+strings.Join(allPhases, ","))
+	flag.StringVar(&phases, "phases", "default", "comma-separated phases (or 'default', 'all'): "+strings.Join(allPhases, ","))
 	flag.Float64Var(&o.maxBusy, "max-busy", 0.6, "before each phase, wait (up to 2 min) until the machine's other work uses fewer than this many cores")
 	flag.Float64Var(&o.maxLoad, "max-load", 1.5, "before starting, wait (up to 5 min) until the 1-minute load average is below this")
 	flag.DurationVar(&o.timeout, "phase-timeout", 0, "give up on a phase after this long (default 60s + N/20 s)")
 	flag.StringVar(&o.label, "label", "latest", "base name of the output files")
 	flag.StringVar(&o.ourArgs, "our-args", "", "extra arguments for book-controller (space-separated), e.g. for lever experiments")
 	flag.BoolVar(&o.twinLogInfo, "twin-log-info", true, "run the twin with --zap-log-level=info (its scaffold default, development mode, logs every reconcile at debug level)")
+	flag.StringVar(&o.twinGOGC, "twin-tuned-gogc", "50", "GOGC of the tuned twin: book-controller's built-in setting (cmd/controller/main.go)")
+	flag.StringVar(&o.twinTunedArgs, "twin-tuned-args", "", "the tuned twin's lever flags, space-separated, instead of framework.TwinTunedArgs (experiments, e.g. without --read-your-writes)")
 	flag.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "use this cluster instead of starting a local control plane (default $KUBECONFIG; empty: local)")
-	flag.BoolVar(&o.warmUp, "warm-up", true, "before the measured phases, run the API-ceiling load generator once over N Books, unmeasured, so the first phase does not meet the API server's cold watch caches")
-	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (built binaries, each controller's log) and print its path")
+	flag.BoolVar(&o.warmUp, "warm-up", true, "before the first round, run the API-ceiling load generator once over N Books, unmeasured, so the first phase does not meet the API server's cold watch caches")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (built binaries, each controller's log, per-Book create and Ready times of live phases) and print its path")
 	flag.StringVar(&o.oursBin, "ours-bin", "", "use this prebuilt book-controller instead of building ./cmd/controller (lever experiments)")
+	flag.DurationVar(&o.capacityP99, "capacity-p99", time.Second, "latency target of the capacity search: the highest paced creation rate with p99 create→Ready at most this")
+	flag.Float64Var(&o.capacityStart, "capacity-start", 0.7, "first creation rate the capacity search tries, as a fraction of the round's ceiling")
+	flag.Float64Var(&o.capacityStep, "capacity-step", 0.1, "step of the capacity search, as a fraction of the round's ceiling")
+	flag.IntVar(&o.pacedCreators, "paced-creators", 128, "concurrent creators in paced phases, enough that the pace and not the creators sets the rate")
+	flag.IntVar(&o.preCreateConcy, "pre-create-c", 64, "concurrency of the unmeasured Book creation before backlog and ceiling phases")
 	flag.Parse()
-	if o.out == "" {
-		o.out = filepath.Join(framework.RepoRoot(), "docs", "bench")
-	}
-	if o.timeout == 0 {
-		o.timeout = 60*time.Second + time.Duration(o.n/20)*time.Second
+	if err := o.finish(phases, ceilingC); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
 	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -92,8 +113,36 @@ func main() {
 	}
 }
 
-var allPhases = []string{"ours-live", "restart", "ours-paced", "ceiling", "ceiling-events", "ours-backlog",
-	"twin-same-backlog", "twin-default-backlog", "twin-same-live", "twin-default-live"}
+// finish checks the flags and fills in the derived options.
+func (o *options) finish(phases, ceilingC string) error {
+	if o.n < 1 || o.c < 1 || o.rounds < 1 || o.pacedCreators < 1 || o.preCreateConcy < 1 {
+		return fmt.Errorf("-n, -c, -rounds, -paced-creators and -pre-create-c must be at least 1")
+	}
+	if o.capacityStart <= 0 || o.capacityStep <= 0 {
+		return fmt.Errorf("-capacity-start and -capacity-step must be positive fractions of the ceiling, e.g. 0.7 and 0.1")
+	}
+	for _, s := range strings.Split(ceilingC, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || c < 1 {
+			return fmt.Errorf("-ceiling-c %q: want a comma-separated list of positive integers, e.g. 16,64,128,256", ceilingC)
+		}
+		o.ceilingC = append(o.ceilingC, c)
+	}
+	var err error
+	if o.phases, err = selectPhases(phases); err != nil {
+		return err
+	}
+	if o.out == "" {
+		o.out = filepath.Join(framework.RepoRoot(), "docs", "bench")
+	}
+	if o.timeout == 0 {
+		o.timeout = 60*time.Second + time.Duration(o.n/20)*time.Second
+	}
+	if o.seed == 0 {
+		o.seed = time.Now().UnixNano() % 1_000_000
+	}
+	return nil
+}
 
 type env struct {
 	o        options
@@ -105,14 +154,15 @@ type env struct {
 	work     string
 	ours     string
 	twin     string
-	ourWork  int
-	ourQPS   string
-	ourBurst string
+	defaults controllerDefaults
 	res      *Result
+	progress *progress
+	round    int // the round running, for names
 }
 
 func run(ctx context.Context, o options) error {
-	res := &Result{Started: time.Now().UTC().Format(time.RFC3339), N: o.n, C: o.c}
+	res := &Result{Started: time.Now().UTC().Format(time.RFC3339), N: o.n, C: o.c, CeilingC: o.ceilingC,
+		RoundCount: o.rounds, Seed: o.seed, CapacityP99Ms: float64(o.capacityP99.Milliseconds())}
 	res.Machine = machine()
 	logf("machine: %d cores, %s, load average %s", res.Machine.Cores, res.Machine.GoVersion, res.Machine.LoadAvgStart)
 	waitLoad(ctx, o.maxLoad)
@@ -122,26 +172,77 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if o.keep {
-		defer logf("kept %s (binaries and controller logs)", work)
+		defer logf("kept %s (binaries, controller logs, per-Book times)", work)
 	} else {
 		defer os.RemoveAll(work)
 	}
 	e := &env{o: o, work: work, res: res}
+	if err := e.build(ctx); err != nil {
+		return err
+	}
+	stop, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer stop()
 
-	// Build both controllers the way the Makefile does, one after the other.
+	if o.warmUp {
+		// A fresh API server starts each resource's watch cache small, and
+		// with it every watcher's buffer (10 events); a watcher that falls
+		// behind is closed, and an informer whose re-watch is closed at once
+		// backs off for about a second. One unmeasured round gives the first
+		// measured phase a server like the later ones meet.
+		res.WarmUp = true
+		logf("warm-up (not measured): the load generator over %d Books", o.n)
+		p, err := e.ceilingPhase(ctx, "warm-up", o.c, false)
+		if p != nil {
+			if derr := e.deleteNamespace(ctx, p); derr != nil && err == nil {
+				err = derr
+			}
+			logf("warm-up: %s", p.summary())
+		}
+		if err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+
+	plan := e.plan()
+	e.progress = newProgress(o.rounds, len(plan), o.phases["capacity"])
+	logf("phase order seed %d (rerun with -seed %d for the same orders)", o.seed, o.seed)
+	for i := range o.rounds {
+		r, err := e.runRound(ctx, i+1, plan)
+		if r != nil {
+			res.Rounds = append(res.Rounds, r)
+		}
+		if err != nil {
+			return fmt.Errorf("round %d: %w", i+1, err)
+		}
+	}
+	res.Finished = time.Now().UTC().Format(time.RFC3339)
+	res.Bars = bars(res)
+	res.Costs = costs(res)
+	return write(o, res)
+}
+
+// build compiles both controllers the way the Makefile does, one after the
+// other.
+func (e *env) build(ctx context.Context) error {
 	root := framework.RepoRoot()
-	e.ours = filepath.Join(work, "book-controller")
-	e.twin = filepath.Join(work, "book-controller-runtime")
+	e.ours = filepath.Join(e.work, "book-controller")
+	e.twin = filepath.Join(e.work, "book-controller-runtime")
 	for _, b := range []struct{ out, dir, pkg string }{
 		{e.ours, root, "./cmd/controller"},
 		{e.twin, filepath.Join(root, "examples", "controller-runtime"), "./cmd"},
 	} {
-		if b.out == e.ours && o.oursBin != "" {
-			e.ours = o.oursBin
+		if b.out == e.ours && e.o.oursBin != "" {
+			e.ours = e.o.oursBin
 			continue
 		}
 		logf("building %s", b.out)
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", b.out, b.pkg)
+		// -tags grpcnotrace as the Dockerfile builds ours: both binaries
+		// link gRPC (through k8s.io/apiserver's metrics authentication),
+		// which without it doubles them (see the README).
+		cmd := exec.CommandContext(ctx, "go", "build", "-tags", "grpcnotrace", "-trimpath", "-o", b.out, b.pkg)
 		cmd.Dir = b.dir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -149,42 +250,50 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("building %s: %w", b.pkg, err)
 		}
 	}
-	e.ourWork, e.ourQPS, e.ourBurst = controllerDefaults(e.ours)
-	if o.workers > 0 {
-		e.ourWork = o.workers
+	e.defaults = readDefaults(e.ours)
+	if e.o.workers > 0 {
+		e.defaults.workers = e.o.workers
 	}
-	if o.qps != "" {
-		e.ourQPS = o.qps
+	if e.o.qps != "" {
+		e.defaults.qps = e.o.qps
 	}
-	if o.burst != "" {
-		e.ourBurst = o.burst
+	if e.o.burst != "" {
+		e.defaults.burst = e.o.burst
 	}
+	return nil
+}
 
-	if kc := o.kubeconfig; kc != "" {
-		res.Cluster = "KUBECONFIG=" + kc
+// connect starts a local control plane (or uses -kubeconfig's cluster),
+// makes the bench's clients and installs the Book CRD. The returned func
+// stops what connect started.
+func (e *env) connect(ctx context.Context) (func(), error) {
+	stop := func() {}
+	var err error
+	if kc := e.o.kubeconfig; kc != "" {
+		e.res.Cluster = "KUBECONFIG=" + kc
 		e.kubecfg = kc
 		if e.cfg, err = clientcmd.BuildConfigFromFlags("", kc); err != nil {
-			return err
+			return stop, err
 		}
 	} else {
 		logf("starting a local control plane")
-		bin, err := localcluster.EnsureBinaries(ctx, root)
+		bin, err := localcluster.EnsureBinaries(ctx, framework.RepoRoot())
 		if err != nil {
-			return err
+			return stop, err
 		}
 		cl, err := localcluster.Start(ctx, localcluster.Options{BinDir: bin})
 		if err != nil {
-			return err
+			return stop, err
 		}
-		defer func() {
+		stop = func() {
 			if err := cl.Stop(); err != nil {
 				logf("stopping the local cluster: %v", err)
 			}
-		}()
+		}
 		e.cluster = cl
 		e.kubecfg = cl.KubeconfigPath()
 		e.cfg = cl.RESTConfig()
-		res.Cluster = "local (pkg/localcluster: etcd, kube-apiserver, kube-controller-manager " + filepath.Base(filepath.Dir(bin)) + ")"
+		e.res.Cluster = "local (pkg/localcluster: etcd, kube-apiserver, kube-controller-manager " + filepath.Base(filepath.Dir(bin)) + ")"
 	}
 	e.cfg.QPS, e.cfg.Burst = -1, 0
 	e.cfg.UserAgent = "book-bench"
@@ -192,162 +301,16 @@ func run(ctx context.Context, o options) error {
 	pcfg.ContentType = "application/vnd.kubernetes.protobuf"
 	pcfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	if e.kube, err = kubernetes.NewForConfig(pcfg); err != nil {
-		return err
+		return stop, err
 	}
 	if e.books, err = versioned.NewForConfig(e.cfg); err != nil {
-		return err
+		return stop, err
 	}
 	ext, err := apiextensionsclient.NewForConfig(e.cfg)
 	if err != nil {
-		return err
+		return stop, err
 	}
-	if err := framework.InstallCRD(ctx, ext); err != nil {
-		return err
-	}
-
-	want := map[string]bool{}
-	for _, p := range strings.Split(o.phases, ",") {
-		want[strings.TrimSpace(p)] = true
-	}
-	sel := func(p string) bool { return want["all"] || want[p] }
-	var namespaces []string
-	defer func() {
-		if e.cluster == nil {
-			for _, ns := range namespaces {
-				_ = e.kube.CoreV1().Namespaces().Delete(context.Background(), ns, deleteOpts)
-			}
-		}
-	}()
-	add := func(p *Phase, err error) error {
-		if p != nil {
-			namespaces = append(namespaces, p.Namespace)
-			res.Phases = append(res.Phases, p)
-			logf("%s: %s", p.Name, p.summary())
-		}
-		return err
-	}
-
-	if o.warmUp {
-		// A fresh API server starts each resource's watch cache small, and
-		// with it every watcher's buffer (10 events); a watcher that falls
-		// behind is closed, and an informer whose re-watch is closed at once
-		// backs off for about a second. Phases later in a run meet a cache
-		// grown by the earlier ones; one unmeasured round gives the first
-		// measured phase the same server.
-		res.WarmUp = true
-		p, err := e.ceilingPhase(ctx, "warm-up", false)
-		if p != nil {
-			namespaces = append(namespaces, p.Namespace)
-			logf("warm-up (not measured): %s", p.summary())
-		}
-		if err != nil {
-			return fmt.Errorf("warm-up: %w", err)
-		}
-	}
-
-	ours := e.ourController()
-	same := e.twinController(e.ourWork)
-	def := e.twinController(0)
-	var live *Phase
-	if sel("ours-live") {
-		p, err := e.livePhase(ctx, "ours-live", ours, 0)
-		live = p
-		if err := add(p, err); err != nil {
-			return err
-		}
-	}
-	if sel("restart") && live != nil {
-		r, err := e.restartPhase(ctx, live, ours)
-		res.Restart = r
-		if r != nil {
-			logf("restart: %s", r.summary())
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if o.pacedRate > 0 && sel("ours-paced") {
-		if err := add(e.livePhase(ctx, "ours-paced", ours, o.pacedRate)); err != nil {
-			return err
-		}
-	}
-	if sel("ceiling") {
-		if err := add(e.ceilingPhase(ctx, "ceiling", false)); err != nil {
-			return err
-		}
-	}
-	if sel("ceiling-events") {
-		if err := add(e.ceilingPhase(ctx, "ceiling-events", true)); err != nil {
-			return err
-		}
-	}
-	for _, x := range []struct {
-		name string
-		c    controllerSpec
-		live bool
-	}{
-		{"ours-backlog", ours, false},
-		{"twin-same-backlog", same, false},
-		{"twin-default-backlog", def, false},
-		{"twin-same-live", same, true},
-		{"twin-default-live", def, true},
-	} {
-		if !sel(x.name) {
-			continue
-		}
-		var err error
-		if x.live {
-			err = add(e.livePhase(ctx, x.name, x.c, 0))
-		} else {
-			err = add(e.backlogPhase(ctx, x.name, x.c))
-		}
-		if err != nil {
-			return err
-		}
-	}
-	res.Finished = time.Now().UTC().Format(time.RFC3339)
-	res.Ratios = ratios(res)
-	return write(o, res)
-}
-
-func controllerDefaults(bin string) (workers int, qps, burst string) {
-	out, _ := exec.Command(bin, "--help").CombinedOutput()
-	workers, qps, burst = 8, "500", "1000"
-	for _, line := range strings.Split(string(out), "\n") {
-		def := ""
-		if i := strings.Index(line, "(default "); i >= 0 {
-			def = strings.TrimSuffix(strings.TrimSpace(line[i+len("(default "):]), ")")
-		}
-		switch {
-		case def == "":
-		case strings.Contains(line, "--workers "):
-			fmt.Sscan(def, &workers)
-		case strings.Contains(line, "--kube-api-qps "):
-			qps = def
-		case strings.Contains(line, "--kube-api-burst "):
-			burst = def
-		}
-	}
-	return workers, qps, burst
-}
-
-func machine() Machine {
-	m := Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH}
-	m.LoadAvgStart = loadavg()
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		var kb uint64
-		fmt.Sscanf(strings.SplitN(string(b), "\n", 2)[0], "MemTotal: %d kB", &kb)
-		m.MemoryBytes = kb * 1024
-	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(l, "model name") {
-				m.CPU = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
-				break
-			}
-		}
-	}
-	return m
+	return stop, framework.InstallCRD(ctx, ext)
 }
 
 func logf(format string, args ...any) {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -26,15 +27,46 @@ import (
 
 func numCPU() int { return runtime.NumCPU() }
 
-var deleteOpts = metav1.DeleteOptions{}
-
 var nsSeq int
 
+// namespace creates a fresh namespace for a phase; its name carries the
+// round and a sequence number, so that logs and JSON can be matched.
 func (e *env) namespace(ctx context.Context, phase string) (string, error) {
 	nsSeq++
-	ns := fmt.Sprintf("bench-%s-%d-%d", phase, nsSeq, time.Now().Unix()%100000)
+	ns := fmt.Sprintf("bench-r%d-%s-%d", e.round, phase, nsSeq)
+	if len(ns) > 63 {
+		ns = ns[:63]
+	}
 	_, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	return ns, err
+}
+
+// deleteNamespace deletes the phase's namespace, with everything in it, and
+// waits until the API server no longer has it, so that the next phase meets
+// a server that holds no earlier phase's objects and is not busy deleting
+// them.
+func (e *env) deleteNamespace(ctx context.Context, p *Phase) error {
+	if p == nil || p.Namespace == "" {
+		return nil
+	}
+	t := time.Now()
+	err := e.kube.CoreV1().Namespaces().Delete(ctx, p.Namespace, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("deleting namespace %s: %w", p.Namespace, err)
+	}
+	timeout := 5*time.Minute + time.Duration(e.o.n/50)*time.Second
+	err = waitFor(ctx, timeout, func() bool {
+		_, err := e.kube.CoreV1().Namespaces().Get(ctx, p.Namespace, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	p.NamespaceDeleteSeconds = round(time.Since(t).Seconds(), 1)
+	if err != nil {
+		return fmt.Errorf("namespace %s still there %s after its deletion", p.Namespace, timeout)
+	}
+	return nil
 }
 
 // readyWatch records, client side, when each Book is first seen Ready=True,
@@ -142,8 +174,18 @@ func (w *readyWatch) wait(ctx context.Context, timeout time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(timeout):
-		return fmt.Errorf("only %d of %d Books Ready after %s", w.count(), w.n, timeout)
+		return &notReadyError{ready: w.count(), n: w.n, after: timeout}
 	}
+}
+
+// notReadyError says that not every Book became Ready in time.
+type notReadyError struct {
+	ready, n int
+	after    time.Duration
+}
+
+func (e *notReadyError) Error() string {
+	return fmt.Sprintf("only %d of %d Books Ready after %s", e.ready, e.n, e.after)
 }
 
 func bookName(i int) string { return fmt.Sprintf("book-%05d", i) }
@@ -155,9 +197,20 @@ func newBook(ns string, i int) *webappv1.Book {
 	}
 }
 
+// creation is what createBooks did.
+type creation struct {
+	// createdAt is when each Book's Create returned, by name.
+	createdAt map[string]time.Time
+	books     []*webappv1.Book
+	// issuedPerSecond is the rate at which Creates were sent, from the first
+	// to the last: the pace kept, unless every creator was still waiting
+	// for the API server.
+	issuedPerSecond float64
+}
+
 // createBooks creates n Books at concurrency c (optionally paced to r per
-// second) and returns when each Create returned, and the created objects.
-func (e *env) createBooks(ctx context.Context, ns string, n, c int, r float64) (map[string]time.Time, []*webappv1.Book, error) {
+// second).
+func (e *env) createBooks(ctx context.Context, ns string, n, c int, r float64) (*creation, error) {
 	var lim *rate.Limiter
 	if r > 0 {
 		lim = rate.NewLimiter(rate.Limit(r), 1)
@@ -190,6 +243,7 @@ func (e *env) createBooks(ctx context.Context, ns string, n, c int, r float64) (
 			}
 		})
 	}
+	var first, last time.Time
 	for i := range n {
 		if lim != nil {
 			if err := lim.Wait(ctx); err != nil {
@@ -197,19 +251,25 @@ func (e *env) createBooks(ctx context.Context, ns string, n, c int, r float64) (
 			}
 		}
 		next <- i
+		if last = time.Now(); i == 0 {
+			first = last
+		}
 	}
 	close(next)
 	wg.Wait()
 	select {
 	case err := <-errs:
-		return nil, nil, fmt.Errorf("creating Books: %w", err)
+		return nil, fmt.Errorf("creating Books: %w", err)
 	default:
 	}
-	m := make(map[string]time.Time, n)
+	out := &creation{createdAt: make(map[string]time.Time, n), books: created}
 	for i, t := range at {
-		m[bookName(i)] = t
+		out.createdAt[bookName(i)] = t
 	}
-	return m, created, nil
+	if n > 1 && last.After(first) {
+		out.issuedPerSecond = float64(n-1) / last.Sub(first).Seconds()
+	}
+	return out, nil
 }
 
 // prepare waits for a quiet machine and makes the phase's namespace.
@@ -252,17 +312,18 @@ func collect(p *Phase, pr *proc) {
 		p.PeakRSSBytes = s.HWMBytes
 		p.EndRSSBytes = s.RSSBytes
 	}
-	if m, err := scrape(pr.metricsURL); err == nil {
-		p.EndHeapInuseBytes = uint64(m.sum("go_memstats_heap_inuse_bytes", nil))
-		p.EndHeapAllocBytes = uint64(m.sum("go_memstats_heap_alloc_bytes", nil))
+	if m, err := scrape(pr.metricsAddr); err == nil {
+		p.EndHeapInuseBytes = uint64(m.value("go_memstats_heap_inuse_bytes"))
+		p.EndHeapAllocBytes = uint64(m.value("go_memstats_heap_alloc_bytes"))
 		p.Requests = m.requests()
 		p.Writes = writes(p.Requests)
-		p.Retries = m.sum("workqueue_retries_total", nil)
+		p.Retries = m.value("workqueue_retries_total")
 	}
 	pr.mu.Lock()
 	p.PeakHeapInuseBytes = uint64(max(pr.peakHeap, float64(p.EndHeapInuseBytes)))
 	pr.mu.Unlock()
 	p.Args = pr.args
+	p.Env = pr.env
 }
 
 func (e *env) countConfigMaps(ctx context.Context, ns string) int {
@@ -274,46 +335,61 @@ func (e *env) countConfigMaps(ctx context.Context, ns string) int {
 }
 
 // livePhase runs a controller, then creates N Books while it runs: the
-// end-to-end time and create→Ready latency.
+// end-to-end time and create→Ready latency. pace > 0 creates them at that
+// many per second (from -paced-creators goroutines), else as fast as -c
+// creators can.
 func (e *env) livePhase(ctx context.Context, name string, s controllerSpec, pace float64) (*Phase, error) {
-	p := &Phase{Name: name, Mode: "live", Controller: s.Name, Workers: s.Workers, ClientLimit: s.ClientLimit, N: e.o.n, C: e.o.c, CreateRate: pace}
-	if err := e.prepare(ctx, p); err != nil {
-		return nil, err
+	p := e.newPhase(name, "live", s)
+	p.CreateRate = round(pace, 1)
+	creators := e.o.c
+	timeout := e.o.timeout
+	if pace > 0 {
+		creators = e.o.pacedCreators
+		timeout = max(timeout, time.Duration(float64(e.o.n)/pace*float64(time.Second))+60*time.Second)
 	}
-	pr, err := e.startController(s, p.Namespace, name)
+	p.C = creators
+	if err := e.prepare(ctx, p); err != nil {
+		return p, err
+	}
+	pr, err := e.startController(s, p.Namespace, e.logName(name))
 	if err != nil {
-		return nil, err
+		return p, err
 	}
 	defer func() {
 		if !pr.exited() {
 			pr.terminate()
 		}
 	}()
-	if err := waitFor(ctx, 60*time.Second, func() bool { return pr.ready(ctx) || pr.exited() }); err != nil || pr.exited() {
-		return nil, fmt.Errorf("%s did not become ready (log in %s)", s.Name, e.work)
+	if err := waitFor(ctx, 60*time.Second, func() bool { return pr.ready() || pr.exited() }); err != nil || pr.exited() {
+		return p, fmt.Errorf("%s did not become ready (log in %s)", s.Name, e.work)
 	}
 	p.StartupSeconds = round(time.Since(pr.start).Seconds(), 3)
+	if st, err := readProc(pr.pid); err == nil {
+		p.IdleRSSBytes = st.RSSBytes
+	}
 	w, err := e.watchReady(ctx, p.Namespace, e.o.n)
 	if err != nil {
-		return nil, err
+		return p, err
 	}
 	defer w.stop()
 	cpu0 := e.cpCPU()
 	ctl0, _ := readProc(pr.pid)
 	t0 := time.Now()
-	createdAt, _, err := e.createBooks(ctx, p.Namespace, e.o.n, e.o.c, pace)
+	cr, err := e.createBooks(ctx, p.Namespace, e.o.n, creators, pace)
 	if err != nil {
-		return nil, err
+		return p, err
 	}
+	createdAt := cr.createdAt
 	p.CreateSeconds = round(time.Since(t0).Seconds(), 3)
-	if err := w.wait(ctx, e.o.timeout); err != nil {
+	p.CreateRateAchieved = round(cr.issuedPerSecond, 1)
+	if err := w.wait(ctx, timeout); err != nil {
 		return p, fmt.Errorf("%s: %w", name, err)
 	}
 	e.finishCPU(p, cpu0)
 	p.finishReady(t0, w.readyAt)
 	p.latencies(createdAt, w.readyAt)
 	if e.o.keep {
-		if err := writeTimes(filepath.Join(e.work, name+"-times.csv"), t0, createdAt, w.readyAt); err != nil {
+		if err := writeTimes(filepath.Join(e.work, e.logName(name)+"-times.csv"), t0, createdAt, w.readyAt); err != nil {
 			return p, err
 		}
 	}
@@ -324,30 +400,39 @@ func (e *env) livePhase(ctx context.Context, name string, s controllerSpec, pace
 	return p, nil
 }
 
+// newPhase fills in what a phase knows before it runs.
+func (e *env) newPhase(name, mode string, s controllerSpec) *Phase {
+	return &Phase{Name: name, Round: e.round, Mode: mode, Config: s.Config, Controller: s.Name, Workers: s.Workers,
+		ClientLimit: s.ClientLimit, N: e.o.n, C: e.o.c}
+}
+
+// logName names a phase's files in the work directory.
+func (e *env) logName(phase string) string { return fmt.Sprintf("r%d-%s", e.round, phase) }
+
 // backlogPhase creates N Books with no controller, then starts one: the time
 // from its start until every Book is Ready, the figure comparable with the
 // API ceiling (same starting point, same writes per Book).
 func (e *env) backlogPhase(ctx context.Context, name string, s controllerSpec) (*Phase, error) {
-	p := &Phase{Name: name, Mode: "backlog", Controller: s.Name, Workers: s.Workers, ClientLimit: s.ClientLimit, N: e.o.n, C: e.o.c}
+	p := e.newPhase(name, "backlog", s)
 	if err := e.prepare(ctx, p); err != nil {
-		return nil, err
+		return p, err
 	}
 	t := time.Now()
-	if _, _, err := e.createBooks(ctx, p.Namespace, e.o.n, e.o.c, 0); err != nil {
-		return nil, err
+	if _, err := e.createBooks(ctx, p.Namespace, e.o.n, e.o.preCreateConcy, 0); err != nil {
+		return p, err
 	}
 	p.CreateSeconds = round(time.Since(t).Seconds(), 3)
 	w, err := e.watchReady(ctx, p.Namespace, e.o.n)
 	if err != nil {
-		return nil, err
+		return p, err
 	}
 	defer w.stop()
 	busy, _ := waitQuiet(ctx, e.o.maxBusy)
 	p.OtherCoresBusyAtStart = round(busy, 2)
 	cpu0 := e.cpCPU()
-	pr, err := e.startController(s, p.Namespace, name)
+	pr, err := e.startController(s, p.Namespace, e.logName(name))
 	if err != nil {
-		return nil, err
+		return p, err
 	}
 	defer func() {
 		if !pr.exited() {
@@ -369,24 +454,25 @@ func (e *env) backlogPhase(ctx context.Context, name string, s controllerSpec) (
 // ceilingPhase: N pre-created Books, then exactly the writes each needs —
 // create its ConfigMap, write its status — at concurrency C, with no cache,
 // no queue, no events. Ready is observed the same way as for controllers.
-func (e *env) ceilingPhase(ctx context.Context, name string, withEvents bool) (*Phase, error) {
-	p := &Phase{Name: name, Mode: "ceiling", Controller: "load generator (in bench)", Workers: e.o.c,
-		ClientLimit: "none", N: e.o.n, C: e.o.c}
+func (e *env) ceilingPhase(ctx context.Context, name string, c int, withEvents bool) (*Phase, error) {
+	p := &Phase{Name: name, Round: e.round, Mode: "ceiling", Config: "ceiling", Controller: "load generator (in bench)",
+		Workers: c, ClientLimit: "none", N: e.o.n, C: c}
 	if withEvents {
 		p.Controller = "load generator + 1 Event per Book"
 	}
 	if err := e.prepare(ctx, p); err != nil {
-		return nil, err
+		return p, err
 	}
 	t := time.Now()
-	_, books, err := e.createBooks(ctx, p.Namespace, e.o.n, e.o.c, 0)
+	cr, err := e.createBooks(ctx, p.Namespace, e.o.n, e.o.preCreateConcy, 0)
 	if err != nil {
-		return nil, err
+		return p, err
 	}
+	books := cr.books
 	p.CreateSeconds = round(time.Since(t).Seconds(), 3)
 	w, err := e.watchReady(ctx, p.Namespace, e.o.n)
 	if err != nil {
-		return nil, err
+		return p, err
 	}
 	defer w.stop()
 	busy, _ := waitQuiet(ctx, e.o.maxBusy)
@@ -398,7 +484,7 @@ func (e *env) ceilingPhase(ctx context.Context, name string, withEvents bool) (*
 	var firstErr error
 	reqs := map[string]float64{}
 	t0 := time.Now()
-	for range e.o.c {
+	for range c {
 		wg.Go(func() {
 			for b := range next {
 				err := e.converge(ctx, b)
@@ -488,11 +574,11 @@ func (e *env) event(ctx context.Context, b *webappv1.Book) error {
 // restartPhase restarts book-controller over the Books ours-live converged:
 // the time until it is synced and idle, and the writes it makes.
 func (e *env) restartPhase(ctx context.Context, live *Phase, s controllerSpec) (*Restart, error) {
-	r := &Restart{N: live.N, Namespace: live.Namespace}
+	r := &Restart{Round: e.round, N: live.N, Namespace: live.Namespace}
 	busy, _ := waitQuiet(ctx, e.o.maxBusy)
 	r.OtherCoresBusyAtStart = round(busy, 2)
 	const quiet = 2 * time.Second
-	pr, err := e.startController(s, live.Namespace, "restart")
+	pr, err := e.startController(s, live.Namespace, e.logName("restart"))
 	if err != nil {
 		return nil, err
 	}
@@ -507,11 +593,11 @@ func (e *env) restartPhase(ctx context.Context, live *Phase, s controllerSpec) (
 	for time.Now().Before(deadline) && ctx.Err() == nil && !pr.exited() {
 		time.Sleep(50 * time.Millisecond)
 		now := time.Now()
-		ready := pr.ready(ctx)
+		ready := pr.ready()
 		if ready && r.SyncedSeconds == 0 {
 			r.SyncedSeconds = round(now.Sub(pr.start).Seconds(), 3)
 		}
-		m, err := scrape(pr.metricsURL)
+		m, err := scrape(pr.metricsAddr)
 		if err != nil {
 			quietSince = time.Time{}
 			continue
@@ -520,8 +606,8 @@ func (e *env) restartPhase(ctx context.Context, live *Phase, s controllerSpec) (
 		for _, v := range m.requests() {
 			total += v
 		}
-		depth := m.sum("workqueue_depth", nil)
-		active := m.sum("book_controller_active_workers", nil)
+		depth := m.value("workqueue_depth")
+		active := m.value("book_controller_active_workers")
 		if !ready || depth != 0 || active != 0 || total != lastTotal {
 			quietSince = time.Time{}
 			lastTotal = total
@@ -535,7 +621,7 @@ func (e *env) restartPhase(ctx context.Context, live *Phase, s controllerSpec) (
 			r.QuietWindowSeconds = quiet.Seconds()
 			r.Requests = m.requests()
 			r.Writes = writes(r.Requests)
-			r.Reconciles = m.sum("book_controller_reconcile_total", nil)
+			r.Reconciles = m.value("book_controller_reconcile_total")
 			break
 		}
 	}
@@ -575,7 +661,7 @@ func (p *Phase) finishReady(t0 time.Time, readyAt map[string]time.Time) {
 	p.FirstReadySeconds = round(ts[0], 3)
 	p.ConvergeSeconds = round(ts[len(ts)-1], 3)
 	p.BooksPerSecond = round(float64(len(ts))/ts[len(ts)-1], 1)
-	step := max(1, len(ts)/400)
+	step := max(1, len(ts)/200)
 	p.Series = append(p.Series, [2]float64{0, 0})
 	for i := 0; i < len(ts); i += step {
 		p.Series = append(p.Series, [2]float64{round(ts[i], 3), float64(i + 1)})

@@ -36,7 +36,9 @@ const (
 // with our labels and a forged owner reference (the Book's name, a wrong
 // UID). The controller must never modify any of them (a watch sees every
 // change, and data and resourceVersion are compared), their Books report
-// ConfigMapConflict, and the rest of the Books converge as usual.
+// ConfigMapConflict (behind a forged one: ConfigMapOfEarlierBook, as the
+// garbage collector will delete it), and the rest of the Books converge as
+// usual.
 //
 // kube-controller-manager is down for the first phase, so the garbage
 // collector can't remove the forged ConfigMaps before the controller has
@@ -152,13 +154,16 @@ func TestForeignConfigMaps(t *testing.T) {
 		}
 	}
 
-	// Phase 1, no garbage collector: every foreign ConfigMap is a conflict.
-	phase1 := waitConverged(t, ns, expectation{want: want, conflict: namesOf(kinds...), ignore: uidsOf(ourLabels, forged)})
+	// Phase 1, no garbage collector: every foreign ConfigMap is a conflict,
+	// except the forged ones, which wait for the garbage collector.
+	phase1 := waitConverged(t, ns, expectation{want: want, conflict: namesOf(noOwner, otherOwner, ourLabels),
+		earlier: namesOf(forged), ignore: uidsOf(ourLabels, forged)})
 	time.Sleep(3 * time.Second) // several conflict rechecks (1s in tests)
 	untouched("with the garbage collector down", kinds...)
 
 	// Phase 2: the garbage collector deletes the forged ConfigMaps, whose
-	// owner does not exist; their Books create their own at the next recheck.
+	// owner does not exist; their delete events bring their Books back to
+	// create their own.
 	if err := env.Cluster.StartControllerManager(ctx); err != nil {
 		t.Fatal(err)
 	}

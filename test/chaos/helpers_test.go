@@ -147,6 +147,10 @@ type expectation struct {
 	// object: they must be Ready=False ConfigMapConflict and control no
 	// ConfigMap.
 	conflict map[string]bool
+	// earlier names Books whose ConfigMap name is taken by a ConfigMap
+	// controlled by a Book of the same name and another UID: they must be
+	// Ready=False ConfigMapOfEarlierBook and control no ConfigMap.
+	earlier map[string]bool
 	// ignore lists foreign ConfigMaps that carry our labels on purpose.
 	ignore map[types.UID]bool
 }
@@ -227,13 +231,17 @@ func inspect(ctx context.Context, ns string, exp expectation) (verdict, error) {
 		cms := owned[b.UID]
 		ready := meta.FindStatusCondition(b.Status.Conditions, controller.ConditionReady)
 		current := ready != nil && ready.ObservedGeneration == b.Generation && b.Status.ObservedGeneration == b.Generation
-		if exp.conflict[name] {
+		if exp.conflict[name] || exp.earlier[name] {
+			reason := controller.ReasonConfigMapConflict
+			if exp.earlier[name] {
+				reason = controller.ReasonConfigMapOfEarlierBook
+			}
 			if len(cms) != 0 {
 				v.add(&v.duplicated, "Book %s controls %d ConfigMaps although its name is taken", name, len(cms))
 			}
-			if !current || ready.Status != metav1.ConditionFalse || ready.Reason != controller.ReasonConfigMapConflict {
+			if !current || ready.Status != metav1.ConditionFalse || ready.Reason != reason {
 				v.add(&v.lost, "Book %s: want Ready=False %s for generation %d, status is %s", name,
-					controller.ReasonConfigMapConflict, b.Generation, describeStatus(b))
+					reason, b.Generation, describeStatus(b))
 			}
 			continue
 		}
@@ -295,9 +303,10 @@ func groupOf(apiVersion string) string {
 }
 
 // convergeTimeout is how long n Books may take to converge after the last
-// fault: generous, since after an outage the controller's default rate
-// limiter (10 retries a second overall) paces the retries of every key that
-// failed.
+// fault: generous, since after an outage every key that failed is retried
+// under the controller's default rate limit (100 retries a second overall,
+// burst 1000: controller.Options.RateLimiter), on a machine the API server
+// shares with the test.
 func convergeTimeout(n int) time.Duration {
 	return 2*time.Minute + time.Duration(n)*150*time.Millisecond
 }

@@ -62,7 +62,7 @@ func TestDockerfileBuild(t *testing.T) {
 	if build == "" {
 		t.Fatal("no RUN line in the builder stage runs go build")
 	}
-	for _, want := range []string{"CGO_ENABLED=0 ", "go build ", " -trimpath ", ` -ldflags="-s -w" `, " -o /book-controller ", " ./cmd/controller"} {
+	for _, want := range []string{"CGO_ENABLED=0 ", "go build ", " -tags grpcnotrace ", " -trimpath ", ` -ldflags="-s -w" `, " -o /book-controller ", " ./cmd/controller"} {
 		if !strings.Contains(build+" ", want) {
 			t.Errorf("build step %q lacks %q", build, want)
 		}
@@ -88,6 +88,9 @@ func TestDockerfileBuild(t *testing.T) {
 
 	t.Run("binary is static and stripped", func(t *testing.T) {
 		checkStaticELF(t, out)
+	})
+	t.Run("binary leaves out golang.org/x/net/trace", func(t *testing.T) {
+		checkNoNetTrace(t, out)
 	})
 	t.Run("binary accepts the Deployment's arguments", func(t *testing.T) {
 		for _, dir := range []string{baseDir, namespacedDir} {
@@ -146,6 +149,22 @@ func checkStaticELF(t *testing.T, path string) {
 		if s.Name == ".symtab" || strings.HasPrefix(s.Name, ".debug_") || strings.HasPrefix(s.Name, ".zdebug_") {
 			t.Errorf("has section %s: not stripped (-ldflags \"-s -w\")", s.Name)
 		}
+	}
+}
+
+// checkNoNetTrace: the function names the runtime keeps (in .gopclntab,
+// which -s does not strip) name no golang.org/x/net/trace function. That
+// package's init runs HTML templates, whose reflective method calls make the
+// linker keep every exported method of every type: the binary doubles.
+// `-tags grpcnotrace` keeps gRPC from importing it.
+func checkNoNetTrace(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(data, []byte("golang.org/x/net/trace.")) {
+		t.Errorf("%s links golang.org/x/net/trace (%d bytes): build with -tags grpcnotrace", path, len(data))
 	}
 }
 

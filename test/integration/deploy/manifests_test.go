@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -11,10 +12,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -34,6 +37,12 @@ const (
 	controllerNamespace = "book-controller-system"
 	controllerName      = "book-controller"
 	leaderElectionRole  = "book-controller-leader-election"
+	metricsAuthRole     = "book-controller-metrics-auth"
+	metricsReaderRole   = "book-controller-metrics-reader"
+	metricsServiceName  = "book-controller-metrics"
+	// metricsPort serves /metrics: HTTPS with --metrics-secure in manifests/,
+	// plain HTTP in the namespaced overlay.
+	metricsPort = 8443
 	// nonRootUID is the distroless nonroot user, the Dockerfile's USER.
 	nonRootUID = 65532
 )
@@ -53,6 +62,13 @@ var wantClusterRules = []string{
 	" configmaps update",
 	"events.k8s.io events create",
 	"events.k8s.io events patch",
+}
+
+// wantMetricsAuthRules is what --metrics-secure asks of the API server:
+// k8s.io/apiserver's delegating authenticator and authorizer create reviews.
+var wantMetricsAuthRules = []string{
+	"authentication.k8s.io tokenreviews create",
+	"authorization.k8s.io subjectaccessreviews create",
 }
 
 // wantLeaderElectionRules is what client-go's LeaseLock does, in the
@@ -76,6 +92,10 @@ func TestBaseInventory(t *testing.T) {
 		"RoleBinding book-controller-system/book-controller-leader-election",
 		"Deployment book-controller-system/book-controller",
 		"Service book-controller-system/book-controller-metrics",
+		"ClusterRole " + metricsAuthRole,
+		"ClusterRoleBinding " + metricsAuthRole,
+		"ClusterRole " + metricsReaderRole,
+		"NetworkPolicy book-controller-system/book-controller-metrics",
 	}
 	assertInventory(t, objs, want)
 
@@ -101,9 +121,11 @@ func TestNamespacedInventory(t *testing.T) {
 		"RoleBinding " + watch + "/book-controller",
 		"Deployment book-controller-system/book-controller",
 		"Service book-controller-system/book-controller-metrics",
+		"NetworkPolicy book-controller-system/book-controller-metrics",
 	}
-	// No ClusterRole, no ClusterRoleBinding, and no CRD: a cluster admin
-	// installs that once (the overlay's header says so).
+	// No ClusterRole, no ClusterRoleBinding (so no TokenReviews for metrics
+	// callers either), and no CRD: a cluster admin installs that once (the
+	// overlay's header says so).
 	assertInventory(t, objs, want)
 }
 
@@ -156,15 +178,27 @@ func TestKubectlApplyServerDryRun(t *testing.T) {
 }
 
 func TestDeploymentHardened(t *testing.T) {
-	for _, dir := range []string{baseDir, namespacedDir} {
-		t.Run(dir, func(t *testing.T) {
-			objs := env.RenderManifests(t, dir)
+	for _, c := range []struct {
+		dir string
+		// The namespaced overlay cannot check metrics callers (no
+		// cluster-wide TokenReviews), so it serves plain HTTP.
+		metricsSecureArg string
+	}{
+		{baseDir, "--metrics-secure"},
+		{namespacedDir, "--metrics-secure=false"},
+	} {
+		t.Run(c.dir, func(t *testing.T) {
+			objs := env.RenderManifests(t, c.dir)
 			var d appsv1.Deployment
 			toTyped(t, find(t, objs, "Deployment", controllerNamespace, controllerName), &d)
 			checkDeployment(t, &d, objs)
+			args := d.Spec.Template.Spec.Containers[0].Args
+			if !slices.Contains(args, c.metricsSecureArg) {
+				t.Errorf("args %q lack %q", args, c.metricsSecureArg)
+			}
 
 			var svc corev1.Service
-			toTyped(t, find(t, objs, "Service", controllerNamespace, "book-controller-metrics"), &svc)
+			toTyped(t, find(t, objs, "Service", controllerNamespace, metricsServiceName), &svc)
 			checkMetricsService(t, &svc, &d)
 		})
 	}
@@ -213,7 +247,7 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment, objs []*unstructured.Un
 	for _, arg := range []string{
 		"--leader-elect",
 		"--leader-elect-namespace=$(POD_NAMESPACE)",
-		"--metrics-bind-address=:8080",
+		"--metrics-bind-address=:8443",
 		"--health-probe-bind-address=:8081",
 	} {
 		if !slices.Contains(c.Args, arg) {
@@ -257,8 +291,8 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment, objs []*unstructured.Un
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	if ports["metrics"] != 8080 || ports["health"] != 8081 {
-		t.Errorf("container ports = %v, want metrics 8080 and health 8081", ports)
+	if ports["metrics"] != metricsPort || ports["health"] != 8081 {
+		t.Errorf("container ports = %v, want metrics %d and health 8081", ports, metricsPort)
 	}
 	checkProbe(t, "liveness", c.LivenessProbe, "/healthz", ports)
 	checkProbe(t, "readiness", c.ReadinessProbe, "/readyz", ports)
@@ -301,8 +335,8 @@ func checkMetricsService(t *testing.T, svc *corev1.Service, d *appsv1.Deployment
 			}
 		}
 	}
-	if p.Port != 8080 || target != 8080 || p.Name != "metrics" {
-		t.Errorf("metrics Service port = %+v (target %d), want metrics 8080 -> 8080", p, target)
+	if p.Port != metricsPort || target != metricsPort || p.Name != "metrics" {
+		t.Errorf("metrics Service port = %+v (target %d), want metrics %d -> %d", p, target, metricsPort, metricsPort)
 	}
 }
 
@@ -361,6 +395,64 @@ func TestClusterRoleRules(t *testing.T) {
 	var rb rbacv1.RoleBinding
 	toTyped(t, find(t, objs, "RoleBinding", controllerNamespace, leaderElectionRole), &rb)
 	checkBinding(t, rb.RoleRef, rb.Subjects, "Role", leaderElectionRole)
+
+	var auth rbacv1.ClusterRole
+	toTyped(t, find(t, objs, "ClusterRole", "", metricsAuthRole), &auth)
+	assertRules(t, "metrics auth ClusterRole", auth.Rules, wantMetricsAuthRules)
+	var authBinding rbacv1.ClusterRoleBinding
+	toTyped(t, find(t, objs, "ClusterRoleBinding", "", metricsAuthRole), &authBinding)
+	checkBinding(t, authBinding.RoleRef, authBinding.Subjects, "ClusterRole", metricsAuthRole)
+
+	// metrics-reader is for scrapers: GET /metrics and nothing else, bound
+	// to no one by manifests/ (manifests/components/prometheus binds it).
+	var reader rbacv1.ClusterRole
+	toTyped(t, find(t, objs, "ClusterRole", "", metricsReaderRole), &reader)
+	want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+	if !reflect.DeepEqual(reader.Rules, want) {
+		t.Errorf("metrics-reader rules = %+v, want only get /metrics", reader.Rules)
+	}
+	for _, obj := range objs {
+		if ref, _, _ := unstructured.NestedString(obj.Object, "roleRef", "name"); ref == metricsReaderRole {
+			t.Errorf("%s %s binds %s in manifests/: the scraper's binding is the user's (or the prometheus component's)", obj.GetKind(), obj.GetName(), metricsReaderRole)
+		}
+	}
+}
+
+// TestNetworkPolicy: in both kustomizations, the controller's pods accept
+// connections only on the metrics port and only from namespaces labelled
+// metrics=enabled; egress is left alone (the API server must stay
+// reachable). The API server accepting it is TestManifestsAcceptedByAPIServer.
+func TestNetworkPolicy(t *testing.T) {
+	for _, dir := range []string{baseDir, namespacedDir} {
+		t.Run(dir, func(t *testing.T) {
+			objs := env.RenderManifests(t, dir)
+			var d appsv1.Deployment
+			toTyped(t, find(t, objs, "Deployment", controllerNamespace, controllerName), &d)
+			var np networkingv1.NetworkPolicy
+			toTyped(t, find(t, objs, "NetworkPolicy", controllerNamespace, metricsServiceName), &np)
+
+			selector, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+			if err != nil || selector.Empty() || !selector.Matches(labels.Set(d.Spec.Template.Labels)) {
+				t.Errorf("podSelector %v does not select the controller's pods %v", np.Spec.PodSelector, d.Spec.Template.Labels)
+			}
+			if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+				t.Errorf("policyTypes = %v, want [Ingress] only", np.Spec.PolicyTypes)
+			}
+			if len(np.Spec.Ingress) != 1 {
+				t.Fatalf("%d ingress rules, want 1", len(np.Spec.Ingress))
+			}
+			rule := np.Spec.Ingress[0]
+			wantPeer := []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"metrics": "enabled"}}}}
+			if !reflect.DeepEqual(rule.From, wantPeer) {
+				t.Errorf("ingress from %+v, want only namespaces labelled metrics=enabled", rule.From)
+			}
+			tcp := corev1.ProtocolTCP
+			wantPorts := []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(metricsPort))}}
+			if !reflect.DeepEqual(rule.Ports, wantPorts) {
+				t.Errorf("ingress ports %+v, want TCP %d only", rule.Ports, metricsPort)
+			}
+		})
+	}
 }
 
 func checkBinding(t *testing.T, ref rbacv1.RoleRef, subjects []rbacv1.Subject, kind, name string) {

@@ -28,6 +28,13 @@ type ControllerOptions struct {
 	LeaderElection manager.LeaderElection
 	// MetricsAddr and ProbeAddr are passed through; empty means off.
 	MetricsAddr, ProbeAddr string
+	// ConflictRecheck defaults to one second. A test that must show a Book
+	// converging on an event, not on the recheck, sets it long.
+	ConflictRecheck time.Duration
+	// MetricsSecure and MetricsCertDir are passed through: HTTPS metrics
+	// for authorized callers only.
+	MetricsSecure  bool
+	MetricsCertDir string
 }
 
 // RunningController is a controller started by StartController.
@@ -58,9 +65,14 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 		ResyncPeriod:   0,
 		LeaderElection: opts.LeaderElection,
 		MetricsAddr:    opts.MetricsAddr,
+		MetricsSecure:  opts.MetricsSecure,
+		MetricsCertDir: opts.MetricsCertDir,
 		ProbeAddr:      opts.ProbeAddr,
 	}
-	mc.Controller.ConflictRecheck = time.Second
+	mc.Controller.ConflictRecheck = opts.ConflictRecheck
+	if mc.Controller.ConflictRecheck == 0 {
+		mc.Controller.ConflictRecheck = time.Second
+	}
 	go func() {
 		defer close(rc.exited)
 		rc.err = manager.Run(ctx, mc)

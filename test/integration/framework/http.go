@@ -1,10 +1,13 @@
 package framework
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,18 +15,34 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"ydzs.io/book-controller/pkg/localcluster"
 )
 
 // FreeAddr returns a loopback address with a port that was free a moment
 // ago, for a metrics or probe endpoint.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := FreeAddrs(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addrs[0]
+}
+
+// FreeAddrs returns n distinct loopback addresses whose ports were free a
+// moment ago (localcluster.FreePorts), for programs that are not tests,
+// such as the benchmark.
+func FreeAddrs(n int) ([]string, error) {
+	ports, err := localcluster.FreePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	addrs := make([]string, len(ports))
+	for i, p := range ports {
+		addrs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+	}
+	return addrs, nil
 }
 
 // HTTPGet returns the status code and body of GET http://addr+path, or an
@@ -39,19 +58,74 @@ func HTTPGet(addr, path string) (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
+// HTTPSGet is HTTPGet over TLS with a bearer token (none when empty). The
+// server's certificate is checked against roots, or not at all when roots is
+// nil (a self-signed certificate nobody can verify).
+func HTTPSGet(addr, path, token string, roots *x509.CertPool) (int, string, error) {
+	tlsConfig := &tls.Config{RootCAs: roots, InsecureSkipVerify: roots == nil}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+	defer client.CloseIdleConnections()
+	req, err := http.NewRequest(http.MethodGet, "https://"+addr+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
 // Scrape fetches /metrics from addr and parses the Prometheus text format.
 func Scrape(t testing.TB, addr string) map[string]*dto.MetricFamily {
 	t.Helper()
-	code, body, err := HTTPGet(addr, "/metrics")
-	if err != nil || code != http.StatusOK {
-		t.Fatalf("GET /metrics: code %d, err %v", code, err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	families, err := ScrapeMetrics(addr)
 	if err != nil {
-		t.Fatalf("parsing /metrics: %v", err)
+		t.Fatal(err)
 	}
 	return families
+}
+
+// ScrapeMetrics fetches /metrics from addr and parses the Prometheus text
+// format, for programs that are not tests.
+func ScrapeMetrics(addr string) (map[string]*dto.MetricFamily, error) {
+	code, body, err := HTTPGet(addr, "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("GET %s/metrics: %w", addr, err)
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("GET %s/metrics: code %d", addr, code)
+	}
+	families, err := ParseMetrics(body)
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s/metrics: %w", addr, err)
+	}
+	return families, nil
+}
+
+// ParseMetrics parses a /metrics body in the Prometheus text format.
+func ParseMetrics(body string) (map[string]*dto.MetricFamily, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(strings.NewReader(body))
+}
+
+// MetricSumBy sums a counter or gauge by the value of one label, e.g.
+// rest_client_requests_total by method.
+func MetricSumBy(families map[string]*dto.MetricFamily, name, label string) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range families[name].GetMetric() {
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == label {
+				out[lp.GetValue()] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
 }
 
 // MetricValue sums the samples of a counter, gauge or histogram (its count)

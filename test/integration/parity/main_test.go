@@ -1,5 +1,6 @@
 // Package parity_test runs book-controller and its controller-runtime twin
-// (examples/controller-runtime) as built binaries through the same scenarios
+// (examples/controller-runtime), with the scaffold's settings and with the
+// bench's tuned ones, as built binaries through the same scenarios
 // against one local control plane, and compares what they leave behind:
 // ConfigMaps, Book status and event reasons. Any difference is either a bug
 // in the twin or a documented difference in docs/controller-runtime.md.

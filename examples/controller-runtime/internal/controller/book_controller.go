@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -72,6 +73,20 @@ type BookReconciler struct {
 	// ConflictRecheck is the RequeueAfter of a Book in conflict; zero means
 	// DefaultConflictRecheck.
 	ConflictRecheck time.Duration
+
+	// LiveReader, when set, is asked for a ConfigMap the cache does not
+	// have but whose create the API server refused as AlreadyExists. Set it
+	// (to mgr.GetAPIReader()) when the cache holds only labelled ConfigMaps:
+	// a ConfigMap without our label, somebody else's or ours with the label
+	// removed, is then invisible to the cached client.
+	LiveReader client.Reader
+
+	// StatusMergePatch writes the status with a JSON merge patch of the
+	// changed fields instead of an Update. A patch carries no
+	// resourceVersion, so a status computed from a cache that lags our own
+	// last write is not refused with 409 Conflict; the kubebuilder scaffold's
+	// Status().Update is (and is then retried with backoff).
+	StatusMergePatch bool
 }
 
 // +kubebuilder:rbac:groups=webapp.ydzs.io,resources=books,verbs=get;list;watch
@@ -110,26 +125,14 @@ func (r *BookReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 // does not control is left alone and looked at again after ConflictRecheck.
 func (r *BookReconciler) reconcileConfigMap(ctx context.Context, book *webappv1.Book) (metav1.Condition, ctrl.Result, error) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: book.Name, Namespace: book.Namespace}}
-	op, err := controllerutil.CreateOrUpdate(ctx, r.Client, cm, func() error {
-		if !cm.CreationTimestamp.IsZero() && !metav1.IsControlledBy(cm, book) {
-			return errNotControlled
-		}
-		if cm.DeletionTimestamp != nil {
-			// Its delete event brings us back to recreate it.
-			return fmt.Errorf("ConfigMap %s/%s is being deleted; will recreate it", cm.Namespace, cm.Name)
-		}
-		if cm.Labels == nil {
-			cm.Labels = map[string]string{}
-		}
-		cm.Labels[ManagedByLabel] = ManagedByValue
-		cm.Labels[BookLabel] = book.Name
-		cm.Data = map[string]string{
-			TitleKey: book.Spec.Title,
-			PriceKey: strconv.FormatInt(int64(book.Spec.Price), 10),
-		}
-		cm.BinaryData = nil
-		return controllerutil.SetControllerReference(book, cm, r.Scheme)
-	})
+	op, err := controllerutil.CreateOrUpdate(ctx, r.Client, cm, desiredConfigMap(book, cm, r.Scheme))
+	if apierrors.IsAlreadyExists(err) && r.LiveReader != nil {
+		// Not in the (label-filtered) cache, yet it exists: decide on what
+		// the API server holds.
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: book.Name, Namespace: book.Namespace}}
+		op, err = controllerutil.CreateOrUpdate(ctx, liveReads{Client: r.Client, reader: r.LiveReader}, cm,
+			desiredConfigMap(book, cm, r.Scheme))
+	}
 	switch {
 	case errors.Is(err, errNotControlled):
 		recheck := r.ConflictRecheck
@@ -152,6 +155,42 @@ func (r *BookReconciler) reconcileConfigMap(ctx context.Context, book *webappv1.
 	return readyCondition(book), ctrl.Result{}, nil
 }
 
+// desiredConfigMap is CreateOrUpdate's mutate function for cm, the Book's
+// ConfigMap as read (or a new one).
+func desiredConfigMap(book *webappv1.Book, cm *corev1.ConfigMap, scheme *runtime.Scheme) controllerutil.MutateFn {
+	return func() error {
+		if !cm.CreationTimestamp.IsZero() && !metav1.IsControlledBy(cm, book) {
+			return errNotControlled
+		}
+		if cm.DeletionTimestamp != nil {
+			// Its delete event brings us back to recreate it.
+			return fmt.Errorf("ConfigMap %s/%s is being deleted; will recreate it", cm.Namespace, cm.Name)
+		}
+		if cm.Labels == nil {
+			cm.Labels = map[string]string{}
+		}
+		cm.Labels[ManagedByLabel] = ManagedByValue
+		cm.Labels[BookLabel] = book.Name
+		cm.Data = map[string]string{
+			TitleKey: book.Spec.Title,
+			PriceKey: strconv.FormatInt(int64(book.Spec.Price), 10),
+		}
+		cm.BinaryData = nil
+		return controllerutil.SetControllerReference(book, cm, scheme)
+	}
+}
+
+// liveReads is a client whose Get goes to the API server.
+type liveReads struct {
+	client.Client
+	reader client.Reader
+}
+
+// Get reads obj from the API server, not the cache.
+func (l liveReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return l.reader.Get(ctx, key, obj, opts...)
+}
+
 // updateStatus writes the Book's status when it changed, and warns once when
 // the Book enters a conflict (not on every recheck while it lasts).
 func (r *BookReconciler) updateStatus(ctx context.Context, book *webappv1.Book, ready metav1.Condition) error {
@@ -169,14 +208,25 @@ func (r *BookReconciler) updateStatus(ctx context.Context, book *webappv1.Book, 
 		return nil
 	}
 
-	book.Status = *status
-	if err := r.Status().Update(ctx, book); err != nil {
+	if err := r.writeStatus(ctx, book, *status); err != nil {
 		return err
 	}
 	if ready.Reason == ReasonConfigMapConflict && !wasConflict {
 		r.Recorder.Eventf(book, nil, corev1.EventTypeWarning, EventConfigMapConflict, "Sync", "%s", ready.Message)
 	}
 	return nil
+}
+
+// writeStatus sets book's status and sends it: Status().Update as the
+// scaffold does, or a merge patch with StatusMergePatch.
+func (r *BookReconciler) writeStatus(ctx context.Context, book *webappv1.Book, status webappv1.BookStatus) error {
+	if !r.StatusMergePatch {
+		book.Status = status
+		return r.Status().Update(ctx, book)
+	}
+	patch := client.MergeFrom(book.DeepCopy())
+	book.Status = status
+	return r.Status().Patch(ctx, book, patch)
 }
 
 func readyCondition(book *webappv1.Book) metav1.Condition {

@@ -1,0 +1,31 @@
+package controller
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// NewDroppingRecorder returns a recorder that passes at most qps Events per
+// second (burst above it) to rec and drops the rest, as book-controller's
+// --event-qps does. The manager's recorder sends every Event and offers no
+// rate limit of its own; wrapping it is how a controller-runtime user gets
+// one. qps <= 0 returns rec unchanged.
+func NewDroppingRecorder(rec events.EventRecorder, qps float32, burst int) events.EventRecorder {
+	if qps <= 0 {
+		return rec
+	}
+	return &droppingRecorder{EventRecorder: rec, limiter: flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1))}
+}
+
+type droppingRecorder struct {
+	events.EventRecorder
+	limiter flowcontrol.RateLimiter
+}
+
+// Eventf records the Event when a token is available, and drops it otherwise.
+func (r *droppingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	if r.limiter.TryAccept() {
+		r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
+	}
+}

@@ -1,0 +1,41 @@
+package manager
+
+import (
+	"context"
+	"crypto/tls"
+	"net/http"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"ydzs.io/book-controller/pkg/metrics"
+)
+
+const metricsAddrFlag = "--metrics-bind-address"
+
+// listenMetrics binds the metrics endpoint serving h: plain HTTP, or with
+// Config.MetricsSecure, HTTPS that lets through only callers the API server
+// authenticates (TokenReview) and allows to get the path
+// (SubjectAccessReview), as kubebuilder's scaffold does. The certificate
+// is watched until ctx ends. Returns nil when the endpoint is off.
+func listenMetrics(ctx context.Context, cfg Config, kube kubernetes.Interface, h http.Handler) (*httpServer, error) {
+	if !cfg.MetricsSecure {
+		return listen(metricsAddrFlag, cfg.MetricsAddr, h)
+	}
+	filter, err := metrics.AuthFilter(klog.FromContext(ctx).WithName("metrics"), kube.AuthenticationV1(), kube.AuthorizationV1())
+	if err != nil {
+		return nil, err
+	}
+	s, err := listen(metricsAddrFlag, cfg.MetricsAddr, filter(h))
+	if s == nil || err != nil {
+		return s, err
+	}
+	tlsConfig, err := metrics.ServingTLS(ctx, cfg.MetricsCertDir)
+	if err != nil {
+		s.stop()
+		return nil, err
+	}
+	s.ln = tls.NewListener(s.ln, tlsConfig)
+	s.name += " (https)"
+	return s, nil
+}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Bar is one of issue 13's bars, or a figure kept for information, over
+// the rounds: each round's value, and their median, min and max. A bar
+// passes on its median (writes on restart: on every round).
+type Bar struct {
+	Name   string       `json:"name"`
+	Target string       `json:"target,omitempty"`
+	Values []RoundValue `json:"values"`
+	Median float64      `json:"median"`
+	Min    float64      `json:"min"`
+	Max    float64      `json:"max"`
+	// Result is PASS, FAIL, info, or "n/a: why".
+	Result string `json:"result"`
+}
+
+// RoundValue is a bar's value in one round and the figures it comes from.
+type RoundValue struct {
+	Round   int     `json:"round"`
+	Value   float64 `json:"value"`
+	Figures string  `json:"figures"`
+}
+
+type barSpec struct {
+	name, target string
+	ok           func(float64) bool // nil: information only
+	minN         int                // the bar applies from this N on
+	everyRound   bool               // judge every round (the max), not the median
+	value        func(*Round) (float64, string, bool)
+}
+
+// bars computes every bar of the issue, and the figures kept for
+// information, from the rounds.
+func bars(res *Result) []*Bar {
+	rate := func(p *Phase) float64 { return p.BooksPerSecond }
+	cpu := func(p *Phase) float64 { return p.CPUSeconds }
+	rss := func(p *Phase) float64 { return float64(p.PeakRSSBytes) }
+	ratio := func(a, b string, field func(*Phase) float64, unit func(float64) string) func(*Round) (float64, string, bool) {
+		return func(r *Round) (float64, string, bool) {
+			pa, pb := r.phase(a), r.phase(b)
+			if pa == nil || pb == nil || field(pb) == 0 {
+				return 0, "", false
+			}
+			return field(pa) / field(pb), unit(field(pa)) + " vs " + unit(field(pb)), true
+		}
+	}
+	perSec := func(v float64) string { return fmt.Sprintf("%.0f/s", v) }
+	secs := func(v float64) string { return fmt.Sprintf("%.2f s", v) }
+	mibs := func(v float64) string { return mib(uint64(v)) }
+	ge := func(x float64) func(float64) bool { return func(v float64) bool { return v >= x } }
+	le := func(x float64) func(float64) bool { return func(v float64) bool { return v <= x } }
+	toCeiling := func(name string) func(*Round) (float64, string, bool) {
+		return func(r *Round) (float64, string, bool) {
+			p := r.phase(name)
+			if p == nil || r.Ceiling == 0 {
+				return 0, "", false
+			}
+			return p.BooksPerSecond / r.Ceiling, fmt.Sprintf("%.0f/s vs %.0f/s (%s)", p.BooksPerSecond, r.Ceiling, r.CeilingPhase), true
+		}
+	}
+	capacity := func(config string) func(*Round) (float64, string, bool) {
+		return func(r *Round) (float64, string, bool) {
+			c := r.capacityOf(config)
+			if c == nil {
+				return 0, "", false
+			}
+			return c.Fraction, fmt.Sprintf("%.0f/s of %.0f/s", c.BooksPerSecond, c.CeilingBooksPerSecond), true
+		}
+	}
+	p99 := fmt.Sprintf("p99 ≤ %.0f ms", res.CapacityP99Ms)
+	specs := []barSpec{
+		{name: "ours / best ceiling (Books/s, backlog)", target: "≥ 0.85", ok: ge(0.85), value: toCeiling("ours-backlog")},
+		{name: "ours / twin-tuned (Books/s, backlog)", target: "≥ 1.0", ok: ge(1.0), value: ratio("ours-backlog", "twin-tuned-backlog", rate, perSec)},
+		{name: "ours / twin-tuned (CPU per Book, backlog)", target: "≤ 0.8", ok: le(0.8), value: ratio("ours-backlog", "twin-tuned-backlog", cpu, secs)},
+		{name: "ours / twin-tuned (peak RSS, backlog)", target: "≤ 0.8 at N ≥ 10000", ok: le(0.8), minN: 10000, value: ratio("ours-backlog", "twin-tuned-backlog", rss, mibs)},
+		{name: "ours / twin-default (peak RSS, backlog)", target: "≤ 0.6 at N ≥ 10000", ok: le(0.6), minN: 10000, value: ratio("ours-backlog", "twin-default-backlog", rss, mibs)},
+		{name: "ours / twin-default (Books/s, backlog)", target: "≥ 2.0", ok: ge(2.0), value: ratio("ours-backlog", "twin-default-backlog", rate, perSec)},
+		{name: "ours capacity at " + p99 + " / best ceiling", target: "≥ 0.7", ok: ge(0.7), value: capacity("ours")},
+		{name: "ours capacity − twin-tuned capacity (fractions of the ceiling)", target: "≥ 0", ok: ge(0), value: func(r *Round) (float64, string, bool) {
+			a, b := r.capacityOf("ours"), r.capacityOf("twin-tuned")
+			if a == nil || b == nil {
+				return 0, "", false
+			}
+			return a.Fraction - b.Fraction, fmt.Sprintf("%.1f vs %.1f", a.Fraction, b.Fraction), true
+		}},
+		// Zero writes prove something only if every Book was synced: a
+		// restart whose workers never started would write nothing too, so
+		// Books left unreconciled count against the bar as writes do.
+		{name: "writes on restart over converged Books", target: "= 0 in every round, every Book reconciled", ok: le(0), everyRound: true, value: func(r *Round) (float64, string, bool) {
+			if r.Restart == nil {
+				return 0, "", false
+			}
+			unsynced := max(0, float64(r.Restart.N)-r.Restart.Reconciles)
+			return r.Restart.Writes + unsynced, fmt.Sprintf("%s, %.0f reconciles for %d Books, idle after %.2f s",
+				verbs(r.Restart.Requests), r.Restart.Reconciles, r.Restart.N, r.Restart.IdleSeconds), true
+		}},
+
+		{name: "best ceiling (Books/s)", value: func(r *Round) (float64, string, bool) {
+			var parts []string
+			for _, p := range r.Phases {
+				if p.Mode == "ceiling" && p.Name != "ceiling-events" {
+					parts = append(parts, fmt.Sprintf("C=%d: %.0f", p.C, p.BooksPerSecond))
+				}
+			}
+			return r.Ceiling, strings.Join(parts, ", "), r.Ceiling > 0
+		}},
+		{name: "twin-tuned capacity at " + p99 + " / best ceiling", value: capacity("twin-tuned")},
+		{name: "p99 create→Ready, ours-live at full speed (s)", value: func(r *Round) (float64, string, bool) {
+			p := r.phase("ours-live")
+			if p == nil {
+				return 0, "", false
+			}
+			return p.LatencyP99Ms / 1000, fmt.Sprintf("p50 %.0f ms, created at %.0f/s by %d creators", p.LatencyP50Ms, p.CreateRateAchieved, p.C), true
+		}},
+		{name: "p99 create→Ready, twin-tuned-live at full speed (s)", value: func(r *Round) (float64, string, bool) {
+			p := r.phase("twin-tuned-live")
+			if p == nil {
+				return 0, "", false
+			}
+			return p.LatencyP99Ms / 1000, fmt.Sprintf("p50 %.0f ms", p.LatencyP50Ms), true
+		}},
+		{name: "ours live / best ceiling (Books/s)", value: toCeiling("ours-live")},
+		{name: "ours / twin-tuned (Books/s, live)", value: ratio("ours-live", "twin-tuned-live", rate, perSec)},
+		{name: "ours / twin-same (Books/s, backlog)", value: ratio("ours-backlog", "twin-same-backlog", rate, perSec)},
+		{name: "ours / twin-same (CPU per Book, backlog)", value: ratio("ours-backlog", "twin-same-backlog", cpu, secs)},
+		{name: "ours / twin-default (CPU per Book, backlog)", value: ratio("ours-backlog", "twin-default-backlog", cpu, secs)},
+	}
+	var out []*Bar
+	for _, s := range specs {
+		b := &Bar{Name: s.name, Target: s.target}
+		var vs []float64
+		for _, r := range res.Rounds {
+			if v, fig, ok := s.value(r); ok {
+				b.Values = append(b.Values, RoundValue{Round: r.Index, Value: round(v, 3), Figures: fig})
+				vs = append(vs, v)
+			}
+		}
+		switch {
+		case len(vs) == 0 && s.ok == nil:
+			continue
+		case len(vs) == 0:
+			b.Result = "n/a: not measured (phases left out)"
+			out = append(out, b)
+			continue
+		}
+		b.Median, b.Min, b.Max = round(median(vs), 3), round(slices.Min(vs), 3), round(slices.Max(vs), 3)
+		switch {
+		case s.ok == nil:
+			b.Result = "info"
+		case res.N < s.minN:
+			b.Result = fmt.Sprintf("n/a: the bar applies at N ≥ %d", s.minN)
+		case s.everyRound:
+			b.Result = passFail(s.ok(b.Max))
+		default:
+			b.Result = passFail(s.ok(b.Median))
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func passFail(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+func median(vs []float64) float64 {
+	s := slices.Sorted(slices.Values(vs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// Cost is what one configuration spends per Book in the backlog phases,
+// median over rounds.
+type Cost struct {
+	Config                string  `json:"config"`
+	Controller            string  `json:"controller"`
+	Rounds                int     `json:"rounds"`
+	BooksPerSecond        float64 `json:"booksPerSecond"`
+	CPUSecondsPer1000     float64 `json:"cpuSecondsPer1000Books"`
+	PeakRSSBytes          float64 `json:"peakRSSBytes"`
+	PeakRSSBytesPer1000   float64 `json:"peakRSSBytesPer1000Books"`
+	EndHeapBytesPerBook   float64 `json:"endHeapInuseBytesPerCachedBook"`
+	EndRSSBytesPerBook    float64 `json:"endRSSBytesPerCachedBook"`
+	WritesPerBook         float64 `json:"writesPerBook"`
+	IdleRSSBytes          float64 `json:"idleRSSBytes,omitempty"`
+	MarginalRSSBytesPerBk float64 `json:"marginalEndRSSBytesPerCachedBook,omitempty"`
+}
+
+// costs summarises each configuration's backlog phases. Per-Book memory
+// includes the process baseline; where a live phase measured the idle RSS
+// over an empty namespace, the marginal RSS per cached Book leaves it out.
+func costs(res *Result) []*Cost {
+	var out []*Cost
+	for _, config := range []string{"ours", "twin-tuned", "twin-same", "twin-default"} {
+		var ps []*Phase
+		var idle []float64
+		for _, r := range res.Rounds {
+			if p := r.phase(config + "-backlog"); p != nil {
+				ps = append(ps, p)
+			}
+			if p := r.phase(config + "-live"); p != nil && p.IdleRSSBytes > 0 {
+				idle = append(idle, float64(p.IdleRSSBytes))
+			}
+		}
+		if len(ps) == 0 {
+			continue
+		}
+		med := func(f func(*Phase) float64) float64 {
+			vs := make([]float64, len(ps))
+			for i, p := range ps {
+				vs[i] = f(p)
+			}
+			return median(vs)
+		}
+		n := float64(ps[0].N)
+		c := &Cost{Config: config, Controller: ps[0].Controller, Rounds: len(ps),
+			BooksPerSecond:      round(med(func(p *Phase) float64 { return p.BooksPerSecond }), 1),
+			CPUSecondsPer1000:   round(med(func(p *Phase) float64 { return p.CPUSeconds })/n*1000, 3),
+			PeakRSSBytes:        med(func(p *Phase) float64 { return float64(p.PeakRSSBytes) }),
+			EndHeapBytesPerBook: round(med(func(p *Phase) float64 { return float64(p.EndHeapInuseBytes) })/n, 0),
+			EndRSSBytesPerBook:  round(med(func(p *Phase) float64 { return float64(p.EndRSSBytes) })/n, 0),
+			WritesPerBook:       round(med(func(p *Phase) float64 { return p.Writes })/n, 3),
+		}
+		c.PeakRSSBytesPer1000 = round(c.PeakRSSBytes/n*1000, 0)
+		if len(idle) > 0 {
+			c.IdleRSSBytes = median(idle)
+			c.MarginalRSSBytesPerBk = round((c.EndRSSBytesPerBook*n-c.IdleRSSBytes)/n, 0)
+		}
+		out = append(out, c)
+	}
+	return out
+}

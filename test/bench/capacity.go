@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Capacity is one controller's capacity at the latency target in one
+// round: the highest paced creation rate, in steps of -capacity-step of the
+// round's ceiling, at which p99 create→Ready stayed within -capacity-p99
+// over N Books.
+type Capacity struct {
+	Config                string          `json:"config"`
+	CeilingBooksPerSecond float64         `json:"ceilingBooksPerSecond"`
+	TargetP99Ms           float64         `json:"targetP99Ms"`
+	Steps                 []*CapacityStep `json:"steps"`
+	// Fraction is the highest passing step as a fraction of the ceiling;
+	// 0 when no step passed.
+	Fraction       float64 `json:"fraction"`
+	BooksPerSecond float64 `json:"booksPerSecond"`
+}
+
+// CapacityStep is one paced live phase of the search.
+type CapacityStep struct {
+	Fraction     float64 `json:"fraction"`
+	TargetRate   float64 `json:"targetRatePerSecond"`
+	AchievedRate float64 `json:"achievedRatePerSecond"`
+	P50Ms        float64 `json:"p50Ms"`
+	P99Ms        float64 `json:"p99Ms"`
+	Pass         bool    `json:"pass"`
+	Why          string  `json:"why"`
+	Phase        *Phase  `json:"phase"`
+}
+
+// minPaceKept is how much of the asked-for creation rate must be reached
+// for a step to count: if the API server (shared with the controller) does
+// not take Books that fast, the controller did not keep up with that rate.
+const minPaceKept = 0.95
+
+// capacity searches config's capacity in round r. It starts at
+// -capacity-start of the ceiling in the first round and at the previous
+// round's capacity after that, climbs while steps pass and descends while
+// they fail, assuming that p99 grows with the creation rate.
+func (e *env) capacity(ctx context.Context, r *Round, config string, previous *Capacity) (*Capacity, error) {
+	s := e.controller(config)
+	c := &Capacity{Config: config, CeilingBooksPerSecond: r.Ceiling, TargetP99Ms: float64(e.o.capacityP99.Milliseconds())}
+	step := e.o.capacityStep
+	try := func(k int) (bool, error) {
+		f := round(float64(k)*step, 3)
+		rate := f * r.Ceiling
+		name := fmt.Sprintf("capacity-%s-%.0fpct", config, f*100)
+		logf("[round %d/%d] capacity of %s: %.0f%% of the ceiling (%.0f/s) = %.0f Books/s over %d Books",
+			r.Index, e.o.rounds, config, f*100, r.Ceiling, rate, e.o.n)
+		p, err := e.livePhase(ctx, name, s, rate)
+		if derr := e.deleteNamespace(ctx, p); derr != nil && err == nil {
+			err = derr
+		}
+		if p != nil {
+			p.Series = nil // not charted; keeps the JSON small
+		}
+		st := &CapacityStep{Fraction: f, TargetRate: round(rate, 1), Phase: p}
+		var notReady *notReadyError
+		switch {
+		case errors.As(err, &notReady):
+			st.Why = notReady.Error()
+		case err != nil:
+			return false, err
+		default:
+			st.AchievedRate, st.P50Ms, st.P99Ms = p.CreateRateAchieved, p.LatencyP50Ms, p.LatencyP99Ms
+			switch {
+			case st.AchievedRate < minPaceKept*rate:
+				st.Why = fmt.Sprintf("Creates were sent at %.0f/s only, below %.0f%% of the pace: every creator was waiting for the API server", st.AchievedRate, minPaceKept*100)
+			case st.P99Ms > c.TargetP99Ms:
+				st.Why = fmt.Sprintf("p99 %.0f ms over %.0f ms", st.P99Ms, c.TargetP99Ms)
+			default:
+				st.Pass = true
+				st.Why = fmt.Sprintf("p99 %.0f ms", st.P99Ms)
+			}
+		}
+		c.Steps = append(c.Steps, st)
+		verdict := map[bool]string{true: "pass", false: "fail"}[st.Pass]
+		logf("  %s: %s (%s)", name, verdict, st.Why)
+		if st.Pass && f > c.Fraction {
+			c.Fraction = f
+		}
+		return st.Pass, nil
+	}
+	start := e.o.capacityStart
+	if previous != nil && previous.Fraction > 0 {
+		start = previous.Fraction
+	}
+	k := max(1, int(math.Round(start/step)))
+	pass, err := try(k)
+	if err != nil {
+		return c, err
+	}
+	// Above 1.5 × the ceiling no step can pass: the ceiling does two of a
+	// live Book's three writes.
+	maxK := int(math.Round(1.5 / step))
+	if pass {
+		for k++; k <= maxK; k++ {
+			if pass, err = try(k); err != nil || !pass {
+				break
+			}
+		}
+	} else {
+		for k--; k >= 1; k-- {
+			if pass, err = try(k); err != nil || pass {
+				break
+			}
+		}
+	}
+	c.BooksPerSecond = round(c.Fraction*r.Ceiling, 1)
+	return c, err
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"ydzs.io/book-controller/test/integration/framework"
+)
+
+// controllerSpec says how to start one controller configuration in a
+// namespace.
+type controllerSpec struct {
+	Config      string // ours, twin-tuned, twin-same or twin-default
+	Name        string // what the tables call it
+	Workers     int
+	ClientLimit string   // the client-side rate limit it runs with
+	env         []string // added to the bench's environment, whose GOGC is removed
+	args        func(ns, metrics, probe string) []string
+	bin         string
+}
+
+// controllerDefaults are book-controller's defaults, read from --help, so
+// the tuned twin gets the same values without the bench repeating them.
+type controllerDefaults struct {
+	workers              int
+	qps, burst           string
+	eventQPS, eventBurst string
+}
+
+func readDefaults(bin string) controllerDefaults {
+	out, _ := exec.Command(bin, "--help").CombinedOutput()
+	d := controllerDefaults{workers: 8, qps: "500", burst: "1000", eventQPS: "0", eventBurst: "1"}
+	for _, line := range strings.Split(string(out), "\n") {
+		def := ""
+		if i := strings.Index(line, "(default "); i >= 0 {
+			def = strings.TrimSuffix(strings.TrimSpace(line[i+len("(default "):]), ")")
+		}
+		switch {
+		case def == "":
+		case strings.Contains(line, "--workers "):
+			fmt.Sscan(def, &d.workers)
+		case strings.Contains(line, "--kube-api-qps "):
+			d.qps = def
+		case strings.Contains(line, "--kube-api-burst "):
+			d.burst = def
+		case strings.Contains(line, "--event-qps "):
+			d.eventQPS = def
+		case strings.Contains(line, "--event-burst "):
+			d.eventBurst = def
+		}
+	}
+	return d
+}
+
+func (e *env) ourController() controllerSpec {
+	d := e.defaults
+	limit := fmt.Sprintf("%s QPS / %s burst (client-go token bucket)", d.qps, d.burst)
+	if strings.HasPrefix(d.qps, "-") {
+		limit = "none (--kube-api-qps -1)"
+	}
+	return controllerSpec{
+		Config: "ours", Name: "book-controller", Workers: d.workers, ClientLimit: limit, bin: e.ours,
+		args: func(ns, metrics, probe string) []string {
+			a := []string{"--kubeconfig", e.kubecfg, "--namespace", ns,
+				"--metrics-bind-address", metrics, "--health-probe-bind-address", probe,
+				"--workers", strconv.Itoa(d.workers), "--kube-api-qps", d.qps, "--kube-api-burst", d.burst}
+			return append(a, strings.Fields(e.o.ourArgs)...)
+		},
+	}
+}
+
+// twinController is the controller-runtime twin in one of three
+// configurations:
+//   - twin-default: what the kubebuilder scaffold gives (1 worker);
+//   - twin-same: the scaffold with as many workers as ours;
+//   - twin-tuned: as many workers, our GOGC, and every lever the framework
+//     offers that ours pulls (framework.TwinTunedArgs).
+//
+// Every configuration gets --readyz-cache-sync, so that a live phase starts
+// creating Books once the twin's caches have synced, as it does with ours
+// (whose /readyz means that). It changes no work the twin does.
+func (e *env) twinController(config string) controllerSpec {
+	s := controllerSpec{
+		Config: config, Name: "controller-runtime twin (" + strings.TrimPrefix(config, "twin-") + ")", bin: e.twin,
+		Workers: e.defaults.workers,
+		// ctrl.GetConfig (controller-runtime v0.25 pkg/client/config) sets
+		// QPS = -1 when the kubeconfig leaves it 0: no client-side limit.
+		ClientLimit: "none (ctrl.GetConfig sets QPS -1)",
+	}
+	var extra []string
+	switch config {
+	case "twin-default":
+		s.Workers = 1
+	case "twin-same":
+	case "twin-tuned":
+		extra = framework.TwinTunedArgs(e.defaults.eventQPS, e.defaults.eventBurst)
+		if e.o.twinTunedArgs != "" {
+			extra = strings.Fields(e.o.twinTunedArgs)
+		}
+		s.env = []string{"GOGC=" + e.o.twinGOGC}
+	default:
+		panic("unknown twin configuration " + config)
+	}
+	s.args = func(ns, metrics, probe string) []string {
+		a := []string{"--kubeconfig", e.kubecfg, "--namespace", ns,
+			"--metrics-bind-address", metrics, "--metrics-secure=false", "--health-probe-bind-address", probe,
+			"--readyz-cache-sync"}
+		if config != "twin-default" {
+			a = append(a, "--max-concurrent-reconciles", strconv.Itoa(s.Workers))
+		}
+		if e.o.twinLogInfo {
+			a = append(a, "--zap-log-level=info")
+		}
+		for _, x := range extra {
+			if x != "--readyz-cache-sync" {
+				a = append(a, x)
+			}
+		}
+		return a
+	}
+	return s
+}
+
+// controller returns the configuration of a phase's controller by name.
+func (e *env) controller(config string) controllerSpec {
+	if config == "ours" {
+		return e.ourController()
+	}
+	return e.twinController(config)
+}

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// phaseOrder is the order of the phase table, whatever order the rounds
+// ran them in.
+var phaseOrder = []string{"ours-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
+	"ours-live", "twin-tuned-live", "twin-same-live", "twin-default-live", "ceiling-events"}
+
+// write writes <label>.json (every round's raw figures), <label>.md and
+// the charts, and prints the Markdown.
+func write(o options, r *Result) error {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	base := filepath.Join(o.out, o.label)
+	if err := writeJSON(base+".json", r); err != nil {
+		return err
+	}
+	charts := map[string]string{}
+	chartRound := r.medianRound()
+	if chartRound != nil {
+		for _, c := range []struct{ suffix, title, mode string }{
+			{".png", "Backlog: N Books pre-created, controller started at t=0", "backlog"},
+			{"-live.png", "Live: controller running, N Books created from t=0", "live"},
+		} {
+			ok, err := chart(chartRound, base+c.suffix, fmt.Sprintf("%s (round %d)", c.title, chartRound.Index), c.mode)
+			if err != nil {
+				return err
+			}
+			if ok {
+				charts[c.mode] = filepath.Base(base + c.suffix)
+			}
+		}
+	}
+	md := markdown(r, charts, chartRound)
+	if err := os.WriteFile(base+".md", []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Print(md)
+	logf("wrote %s.{md,json} and charts", base)
+	for _, b := range r.Bars {
+		switch {
+		case b.Target == "":
+		case len(b.Values) == 0:
+			logf("%s: %s", b.Name, b.Result)
+		default:
+			logf("%-4s %s: median %g (min %g, max %g), target %s", strings.SplitN(b.Result, ":", 2)[0], b.Name, b.Median, b.Min, b.Max, b.Target)
+		}
+	}
+	return nil
+}
+
+// medianRound is the round whose ours/ceiling ratio is the median, for the
+// charts; the last round when that ratio is missing.
+func (r *Result) medianRound() *Round {
+	if len(r.Rounds) == 0 {
+		return nil
+	}
+	rs := slices.Clone(r.Rounds)
+	key := func(x *Round) float64 {
+		if p := x.phase("ours-backlog"); p != nil && x.Ceiling > 0 {
+			return p.BooksPerSecond / x.Ceiling
+		}
+		return float64(x.Index)
+	}
+	slices.SortFunc(rs, func(a, b *Round) int {
+		switch ka, kb := key(a), key(b); {
+		case ka < kb:
+			return -1
+		case ka > kb:
+			return 1
+		}
+		return 0
+	})
+	return rs[(len(rs)-1)/2]
+}
+
+func markdown(r *Result, charts map[string]string, chartRound *Round) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "N = %d Books per phase, %d round(s), each running the phases in its own order (seed %d); "+
+		"ceiling = the best of the load generator at %s writers; live phases create at concurrency C = %d; "+
+		"%d cores (%s), %s, %s; load average at start %s; %s.\n\n",
+		r.N, len(r.Rounds), r.Seed, joinInts(r.CeilingC), r.C, r.Machine.Cores, r.Machine.CPU, r.Machine.GoVersion,
+		r.Machine.OS, r.Machine.LoadAvgStart, r.Started)
+	if r.WarmUp {
+		fmt.Fprintf(&b, "An unmeasured warm-up round (the load generator over %d Books) ran before the first round. ", r.N)
+	}
+	fmt.Fprintln(&b, "Every phase's namespace was deleted, and the deletion waited for, before the next phase began.")
+
+	fmt.Fprintln(&b, "\n| Bar | Median | Min–max | Per round (figures) | Target | Result |")
+	fmt.Fprintln(&b, "|---|--:|--:|---|---|---|")
+	for _, x := range r.Bars {
+		var per []string
+		for _, v := range x.Values {
+			per = append(per, fmt.Sprintf("%g (%s)", v.Value, v.Figures))
+		}
+		res := x.Result
+		if res == "PASS" || res == "FAIL" {
+			res = "**" + res + "**"
+		}
+		med, minMax := "–", "–"
+		if len(x.Values) > 0 {
+			med, minMax = fmt.Sprintf("%g", x.Median), fmt.Sprintf("%g–%g", x.Min, x.Max)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", x.Name, med, minMax, strings.Join(per, "; "), x.Target, res)
+	}
+
+	if len(r.CeilingC) > 0 {
+		fmt.Fprintln(&b, "\nCeiling (Books/s), by writer concurrency:")
+		fmt.Fprintln(&b)
+		fmt.Fprintf(&b, "| Writers |%s\n|---|%s\n", roundHeads(r), strings.Repeat("--:|", len(r.Rounds)))
+		for _, c := range r.CeilingC {
+			fmt.Fprintf(&b, "| %d |", c)
+			for _, rd := range r.Rounds {
+				if p := rd.phase(fmt.Sprintf("ceiling-c%d", c)); p != nil {
+					fmt.Fprintf(&b, " %.0f |", p.BooksPerSecond)
+				} else {
+					fmt.Fprint(&b, " – |")
+				}
+			}
+			fmt.Fprintln(&b)
+		}
+		fmt.Fprint(&b, "| **best** |")
+		for _, rd := range r.Rounds {
+			fmt.Fprintf(&b, " **%.0f** |", rd.Ceiling)
+		}
+		fmt.Fprintln(&b)
+	}
+
+	fmt.Fprintln(&b, "\nPhases, median over rounds (requests by verb from the last round):")
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "| Phase | Controller (workers; client limit) | Books/s | Converged (s) | create→Ready p50 / p99 (ms) | CPU (s) | Peak RSS | Peak heap in use | Writes | Requests by verb |")
+	fmt.Fprintln(&b, "|---|---|--:|--:|--:|--:|--:|--:|--:|---|")
+	for _, name := range phaseOrder {
+		var ps []*Phase
+		for _, rd := range r.Rounds {
+			if p := rd.phase(name); p != nil {
+				ps = append(ps, p)
+			}
+		}
+		if len(ps) == 0 {
+			continue
+		}
+		med := func(f func(*Phase) float64) float64 {
+			vs := make([]float64, len(ps))
+			for i, p := range ps {
+				vs[i] = f(p)
+			}
+			return median(vs)
+		}
+		last := ps[len(ps)-1]
+		lat := "–"
+		if last.Mode == "live" {
+			lat = fmt.Sprintf("%.0f / %.0f", med(func(p *Phase) float64 { return p.LatencyP50Ms }), med(func(p *Phase) float64 { return p.LatencyP99Ms }))
+		}
+		cpu, rss, heap := "–", "–", "–"
+		if last.Mode != "ceiling" {
+			cpu = fmt.Sprintf("%.2f", med(func(p *Phase) float64 { return p.CPUSeconds }))
+			rss = mib(uint64(med(func(p *Phase) float64 { return float64(p.PeakRSSBytes) })))
+			heap = mib(uint64(med(func(p *Phase) float64 { return float64(p.PeakHeapInuseBytes) })))
+		}
+		fmt.Fprintf(&b, "| %s | %s (%d; %s) | %.0f | %.2f | %s | %s | %s | %s | %.0f | %s |\n",
+			name, last.Controller, last.Workers, shortLimit(last.ClientLimit),
+			med(func(p *Phase) float64 { return p.BooksPerSecond }), med(func(p *Phase) float64 { return p.ConvergeSeconds }),
+			lat, cpu, rss, heap, med(func(p *Phase) float64 { return p.Writes }), verbs(last.Requests))
+	}
+
+	if len(r.Costs) > 0 {
+		fmt.Fprintf(&b, "\nCost per configuration (backlog phases, N = %d, median over rounds; per-Book memory includes the process baseline unless marked marginal):\n\n", r.N)
+		fmt.Fprintln(&b, "| Configuration | Books/s | CPU s per 1,000 Books | Peak RSS | Peak RSS per 1,000 Books | Heap in use per cached Book (end) | RSS per cached Book (end) | Marginal RSS per cached Book | Writes per Book |")
+		fmt.Fprintln(&b, "|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+		for _, c := range r.Costs {
+			marginal := "–"
+			if c.MarginalRSSBytesPerBk != 0 {
+				marginal = kib(c.MarginalRSSBytesPerBk)
+			}
+			fmt.Fprintf(&b, "| %s | %.0f | %.2f | %s | %s | %s | %s | %s | %.2f |\n", c.Config, c.BooksPerSecond, c.CPUSecondsPer1000,
+				mib(uint64(c.PeakRSSBytes)), mib(uint64(c.PeakRSSBytesPer1000)), kib(c.EndHeapBytesPerBook), kib(c.EndRSSBytesPerBook), marginal, c.WritesPerBook)
+		}
+	}
+
+	var caps []string
+	for _, rd := range r.Rounds {
+		for _, c := range rd.Capacity {
+			var steps []string
+			for _, s := range c.Steps {
+				steps = append(steps, fmt.Sprintf("%.0f%% (%.0f/s): %s, %s", s.Fraction*100, s.TargetRate, map[bool]string{true: "pass", false: "fail"}[s.Pass], s.Why))
+			}
+			caps = append(caps, fmt.Sprintf("| %d | %s | %.0f | %s | **%.0f%%** (%.0f/s) |", rd.Index, c.Config, c.CeilingBooksPerSecond,
+				strings.Join(steps, "; "), c.Fraction*100, c.BooksPerSecond))
+		}
+	}
+	if len(caps) > 0 {
+		fmt.Fprintf(&b, "\nCapacity at p99 create→Ready ≤ %.0f ms: Books created at a paced rate (steps of the round's ceiling) while the controller runs; "+
+			"a step passes when p99 over the %d Books is within the target and the creators kept at least %.0f%% of the pace:\n\n", r.CapacityP99Ms, r.N, minPaceKept*100)
+		fmt.Fprintln(&b, "| Round | Controller | Ceiling (Books/s) | Steps | Capacity |")
+		fmt.Fprintln(&b, "|--:|---|--:|---|--:|")
+		fmt.Fprintln(&b, strings.Join(caps, "\n"))
+	}
+
+	var restarts []string
+	for _, rd := range r.Rounds {
+		if x := rd.Restart; x != nil {
+			restarts = append(restarts, fmt.Sprintf("| %d | %d | %.2f | %.2f | %.0f | %s | %.0f |", rd.Index, x.N, x.SyncedSeconds, x.IdleSeconds, x.Reconciles, verbs(x.Requests), x.Writes))
+		}
+	}
+	if len(restarts) > 0 {
+		fmt.Fprintln(&b, "\nRestart of book-controller over the Books ours-live converged: *synced* = readyz 200 (both caches synced); *idle* = queue empty, no active worker and no request for 2 s (the time that window began):")
+		fmt.Fprintln(&b)
+		fmt.Fprintln(&b, "| Round | Books | Synced (s) | Idle (s) | Reconciles | Requests | Writes |")
+		fmt.Fprintln(&b, "|--:|--:|--:|--:|--:|---|--:|")
+		fmt.Fprintln(&b, strings.Join(restarts, "\n"))
+	}
+
+	fmt.Fprintln(&b, "\nRounds:")
+	fmt.Fprintln(&b)
+	for _, rd := range r.Rounds {
+		var del []string
+		for _, p := range rd.Phases {
+			del = append(del, fmt.Sprintf("%.0f", p.NamespaceDeleteSeconds))
+		}
+		fmt.Fprintf(&b, "- round %d (%.0f s): %s; namespace deletions took %s s\n", rd.Index, rd.Seconds, strings.Join(rd.Order, " → "), strings.Join(del, ", "))
+	}
+	if c, ok := charts["backlog"]; ok {
+		fmt.Fprintf(&b, "\n![Ready Books over time, backlog, round %d](%s)\n", chartRound.Index, c)
+	}
+	if c, ok := charts["live"]; ok {
+		fmt.Fprintf(&b, "\n![Ready Books over time, live, round %d](%s)\n", chartRound.Index, c)
+	}
+	return b.String()
+}
+
+func roundHeads(r *Result) string {
+	var s string
+	for _, rd := range r.Rounds {
+		s += fmt.Sprintf(" round %d |", rd.Index)
+	}
+	return s
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func kib(b float64) string {
+	if b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f KiB", b/1024)
+}
+
+func shortLimit(s string) string {
+	if i := strings.Index(s, " ("); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func verbs(m map[string]float64) string {
+	if len(m) == 0 {
+		return "–"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %.0f", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// chart draws Books Ready over time for one round's phases of a mode (the
+// backlog chart also shows the ceilings, dashed).
+func chart(r *Round, path, title, mode string) (bool, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "seconds"
+	p.Y.Label.Text = "Books Ready"
+	p.Legend.Top = false
+	p.Legend.Left = false
+	p.Add(plotter.NewGrid())
+	n := 0
+	for _, ph := range r.Phases {
+		if ph.Mode != mode && (mode != "backlog" || ph.Mode != "ceiling") {
+			continue
+		}
+		if len(ph.Series) == 0 || ph.CreateRate > 0 {
+			continue
+		}
+		xys := make(plotter.XYs, len(ph.Series))
+		for i, s := range ph.Series {
+			xys[i].X, xys[i].Y = s[0], s[1]
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return false, err
+		}
+		l.Width = vg.Points(2)
+		l.Color = plotutil.Color(n)
+		if ph.Mode == "ceiling" {
+			l.Color = color.Gray{Y: uint8(40 + (30*n)%160)}
+			l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+		}
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%s (%s, %d workers): %.0f/s", ph.Name, ph.Controller, ph.Workers, ph.BooksPerSecond), l)
+		n++
+	}
+	if n == 0 {
+		return false, nil
+	}
+	return true, p.Save(9*vg.Inch, 5*vg.Inch, path)
+}

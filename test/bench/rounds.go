@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// allPhases are the phase names -phases accepts. "ceiling" runs the load
+// generator once per -ceiling-c concurrency; "restart" restarts ours over
+// ours-live's Books; "capacity" is the paced search for ours and twin-tuned.
+var allPhases = []string{"ceiling", "ceiling-events",
+	"ours-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
+	"ours-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity"}
+
+// defaultPhases leave out what no bar needs.
+var defaultPhases = []string{"ceiling",
+	"ours-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
+	"ours-live", "restart", "twin-tuned-live", "capacity"}
+
+func selectPhases(list string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, p := range strings.Split(list, ",") {
+		switch p = strings.TrimSpace(p); p {
+		case "all":
+			for _, q := range allPhases {
+				out[q] = true
+			}
+		case "default":
+			for _, q := range defaultPhases {
+				out[q] = true
+			}
+		default:
+			if !slices.Contains(allPhases, p) {
+				return nil, fmt.Errorf("-phases: unknown phase %q; known: default, all, %s", p, strings.Join(allPhases, ", "))
+			}
+			out[p] = true
+		}
+	}
+	if out["capacity"] && !out["ceiling"] {
+		return nil, fmt.Errorf("-phases: capacity is a fraction of the round's ceiling; add ceiling")
+	}
+	if out["restart"] && !out["ours-live"] {
+		return nil, fmt.Errorf("-phases: restart restarts ours over ours-live's Books; add ours-live")
+	}
+	return out, nil
+}
+
+// unit is what runs between two namespace deletions: one phase, or
+// ours-live followed by the restart over its Books.
+type unit struct {
+	name string
+	run  func(ctx context.Context, r *Round) ([]*Phase, error)
+}
+
+// plan lists the selected units of one round in a fixed order, which each
+// round then shuffles. The capacity search is not a unit: it needs the
+// round's ceiling, so it runs after them.
+func (e *env) plan() []unit {
+	var units []unit
+	sel := e.o.phases
+	if sel["ceiling"] {
+		for _, c := range e.o.ceilingC {
+			name := fmt.Sprintf("ceiling-c%d", c)
+			units = append(units, unit{name, func(ctx context.Context, r *Round) ([]*Phase, error) {
+				p, err := e.ceilingPhase(ctx, name, c, false)
+				return []*Phase{p}, err
+			}})
+		}
+	}
+	if sel["ceiling-events"] {
+		units = append(units, unit{"ceiling-events", func(ctx context.Context, r *Round) ([]*Phase, error) {
+			p, err := e.ceilingPhase(ctx, "ceiling-events", e.o.c, true)
+			return []*Phase{p}, err
+		}})
+	}
+	for _, config := range []string{"ours", "twin-tuned", "twin-same", "twin-default"} {
+		if name := config + "-backlog"; sel[name] {
+			units = append(units, unit{name, func(ctx context.Context, r *Round) ([]*Phase, error) {
+				p, err := e.backlogPhase(ctx, name, e.controller(config))
+				return []*Phase{p}, err
+			}})
+		}
+		name := config + "-live"
+		if !sel[name] {
+			continue
+		}
+		withRestart := config == "ours" && sel["restart"]
+		label := name
+		if withRestart {
+			label += "+restart"
+		}
+		units = append(units, unit{label, func(ctx context.Context, r *Round) ([]*Phase, error) {
+			s := e.controller(config)
+			p, err := e.livePhase(ctx, name, s, 0)
+			if err != nil || !withRestart {
+				return []*Phase{p}, err
+			}
+			r.Restart, err = e.restartPhase(ctx, p, s)
+			if r.Restart != nil {
+				logf("  restart: %s", r.Restart.summary())
+			}
+			return []*Phase{p}, err
+		}})
+	}
+	return units
+}
+
+// order is the round's permutation of the plan: a shuffle seeded by -seed
+// and the round number, so that -seed reproduces every round's order.
+func (e *env) order(round int, plan []unit) []unit {
+	rng := rand.New(rand.NewPCG(uint64(e.o.seed), uint64(round)))
+	out := slices.Clone(plan)
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// runRound runs every unit of the plan in the round's order, deleting each
+// unit's namespace when it ends, then the capacity searches.
+func (e *env) runRound(ctx context.Context, index int, plan []unit) (*Round, error) {
+	e.round = index
+	r := &Round{Index: index}
+	start := time.Now()
+	units := e.order(index, plan)
+	for _, u := range units {
+		r.Order = append(r.Order, u.name)
+	}
+	logf("round %d/%d, order: %s", index, e.o.rounds, strings.Join(r.Order, ", "))
+	for _, u := range units {
+		e.progress.begin(index, u.name)
+		phases, err := u.run(ctx, r)
+		for _, p := range phases {
+			if p == nil {
+				continue
+			}
+			if derr := e.deleteNamespace(ctx, p); derr != nil && err == nil {
+				err = derr
+			}
+			if err == nil {
+				r.Phases = append(r.Phases, p)
+				logf("  %s: %s; namespace deleted in %.1fs", p.Name, p.summary(), p.NamespaceDeleteSeconds)
+			}
+		}
+		if err != nil {
+			return r, fmt.Errorf("%s: %w", u.name, err)
+		}
+		e.progress.end()
+	}
+	r.bestCeiling()
+	if e.o.phases["capacity"] {
+		if r.Ceiling == 0 {
+			return r, fmt.Errorf("no ceiling measured this round, and the capacity search is paced by it")
+		}
+		// Alternate which controller goes first, as the phases do.
+		configs := []string{"ours", "twin-tuned"}
+		if index%2 == 0 {
+			slices.Reverse(configs)
+		}
+		for _, config := range configs {
+			var previous *Capacity
+			if len(e.res.Rounds) > 0 {
+				previous = e.res.Rounds[len(e.res.Rounds)-1].capacityOf(config)
+			}
+			c, err := e.capacity(ctx, r, config, previous)
+			if c != nil {
+				r.Capacity = append(r.Capacity, c)
+			}
+			if err != nil {
+				return r, fmt.Errorf("capacity of %s: %w", config, err)
+			}
+		}
+	}
+	r.Seconds = round(time.Since(start).Seconds(), 1)
+	logf("round %d/%d done in %s", index, e.o.rounds, time.Since(start).Round(time.Second))
+	return r, nil
+}
+
+// bestCeiling picks the round's ceiling: the best of the load generator's
+// concurrencies.
+func (r *Round) bestCeiling() {
+	for _, p := range r.Phases {
+		if p.Mode == "ceiling" && p.Config == "ceiling" && p.Name != "ceiling-events" && p.BooksPerSecond > r.Ceiling {
+			r.Ceiling, r.CeilingPhase = p.BooksPerSecond, p.Name
+		}
+	}
+}
+
+// progress prints where the run is and a rough estimate of what is left.
+type progress struct {
+	rounds, units int
+	capacity      bool
+	start         time.Time
+	unitStart     time.Time
+	unitTime      time.Duration // spent in units so far, capacity searches not counted
+	done          int
+	label         string
+}
+
+func newProgress(rounds, units int, capacity bool) *progress {
+	return &progress{rounds: rounds, units: units, capacity: capacity, start: time.Now()}
+}
+
+func (p *progress) begin(round int, name string) {
+	p.unitStart = time.Now()
+	eta := ""
+	if p.done > 0 {
+		left := p.unitTime / time.Duration(p.done) * time.Duration(p.rounds*p.units-p.done)
+		eta = fmt.Sprintf(", about %s of phases left", left.Round(time.Minute))
+		if p.capacity {
+			eta += " plus the capacity searches"
+		}
+	}
+	p.label = fmt.Sprintf("[round %d/%d, %d/%d] %s", round, p.rounds, p.done%p.units+1, p.units, name)
+	logf("%s (elapsed %s%s)", p.label, time.Since(p.start).Round(time.Second), eta)
+}
+
+func (p *progress) end() {
+	p.done++
+	p.unitTime += time.Since(p.unitStart)
+	logf("%s done in %s", p.label, time.Since(p.unitStart).Round(time.Second))
+}
