@@ -109,8 +109,9 @@ func impls(t *testing.T) []impl {
 				args = append(args, framework.TwinTunedArgs("10", "25")...)
 				return append(args, recheck...)
 			},
-			probes:  true,
-			metrics: true,
+			probes:     true,
+			metrics:    true,
+			reconciles: "controller_runtime_reconcile_total",
 		},
 	}
 }
@@ -425,17 +426,21 @@ func successfulReconciles(t *testing.T, addr, name string) float64 {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("scraping metrics: %d %v", resp.StatusCode, err)
 	}
-	total := 0.0
+	total, samples := 0.0, 0
 	for line := range strings.Lines(string(body)) {
-		if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, `result="success"`) {
+		if name == "" || !strings.HasPrefix(line, name+"{") || !strings.Contains(line, `result="success"`) {
 			continue
 		}
+		samples++
 		fields := strings.Fields(line)
 		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
 		if err != nil {
 			t.Fatalf("parsing %q: %v", line, err)
 		}
 		total += v
+	}
+	if samples == 0 {
+		t.Fatalf("no %q samples with result=\"success\" at %s/metrics: set impl.reconciles to the binary's reconcile counter", name, addr)
 	}
 	return total
 }
