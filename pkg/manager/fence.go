@@ -126,7 +126,7 @@ func (f *writeFence) expire() {
 	}
 	last := f.lastRenewal
 	f.mu.Unlock()
-	f.lose(fmt.Errorf("the Lease was not renewed within the %s renew deadline (the last successful renewal was sent at %s)",
+	f.lose(fmt.Errorf("the Lease was not renewed within the %s renew deadline (the last renewal standbys could see was sent at %s)",
 		f.renewDeadline, last.Format(time.RFC3339Nano)))
 }
 
@@ -251,7 +251,7 @@ func (f *writeFence) admit() (time.Duration, error) {
 			f.inflight++
 			return left, nil
 		}
-		why = fmt.Sprintf("its last renewal was sent at %s, more than the %s renew deadline ago",
+		why = fmt.Sprintf("its last renewal standbys could see was sent at %s, more than the %s renew deadline ago",
 			f.lastRenewal.Format(time.RFC3339Nano), f.renewDeadline)
 	case steppedDown:
 		why = "it is shutting down and has stopped writing"
