@@ -11,6 +11,8 @@ import (
 
 	"go.uber.org/goleak"
 	"k8s.io/client-go/tools/cache"
+
+	"ydzs.io/book-controller/internal/poll"
 )
 
 // startInformers starts the fixture's informers (on the fake clients) until
@@ -26,7 +28,9 @@ func (f *fixture) startInformers() {
 		f.kubeFactory.Shutdown()
 		f.bookFactory.Shutdown()
 	})
-	waitFor(f.t, "the caches to sync", f.c.HasSynced)
+	poll.Eventually(f.t, "the caches to sync", pollInterval, pollTimeout, func(context.Context) error {
+		return poll.Done(f.c.HasSynced(), "not synced")
+	})
 }
 
 // countSyncs replaces the syncHandler with one that counts its calls.

@@ -194,9 +194,7 @@ func testSIGTERMDuringTakeover(t *testing.T) {
 	}
 	createBooks(t, ns, "queued", 30)
 
-	framework.Eventually(t, standby.Name+" to take the Lease", func(ctx context.Context) (bool, error) {
-		return env.LeaseHolder(ctx, ns, leaseID) == standby.Identity, nil
-	})
+	framework.Eventually(t, standby.Name+" to take the Lease", env.LeaseHeldBy(ns, leaseID, standby.Identity))
 	if err := standby.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	"ydzs.io/book-controller/pkg/localcluster"
 )
@@ -151,26 +152,24 @@ func (e *Env) AuditLog(t testing.TB) []auditv1.Event {
 		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Fatalf("writing the audit log's sentinel: %v", err)
 	}
-	deadline := time.Now().Add(Timeout)
-	for {
+	poll.Eventually(t, "the audit log to record the sentinel request "+sentinel, 50*time.Millisecond, Timeout, func(context.Context) error {
 		events, err := ReadAuditLog(e.Cluster.AuditLogPath())
 		if err != nil {
 			t.Fatalf("reading the audit log: %v", err)
 		}
 		for i := len(events) - 1; i >= 0; i-- {
 			if ref := events[i].ObjectRef; ref != nil && ref.Name == sentinel {
-				time.Sleep(500 * time.Millisecond)
-				if events, err = ReadAuditLog(e.Cluster.AuditLogPath()); err != nil {
-					t.Fatalf("reading the audit log: %v", err)
-				}
-				return events
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the audit log has no line for the sentinel request after %v", Timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return fmt.Errorf("%d events, none about the sentinel", len(events))
+	})
+	time.Sleep(500 * time.Millisecond)
+	events, err := ReadAuditLog(e.Cluster.AuditLogPath())
+	if err != nil {
+		t.Fatalf("reading the audit log: %v", err)
 	}
+	return events
 }
 
 // EditedKubeconfig writes to dir/name a copy of the admin kubeconfig changed
