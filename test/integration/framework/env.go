@@ -66,7 +66,7 @@ func Setup(installCRD bool) (*Env, error) {
 	}
 	env, err := newEnv(cluster)
 	if err == nil && installCRD {
-		err = env.installCRDBeforeGC(ctx)
+		err = env.InstallCRDBeforeGC(ctx)
 	}
 	if err != nil {
 		_ = cluster.Stop()
@@ -121,11 +121,11 @@ func Main(m *testing.M, installCRD bool, env **Env) {
 	os.Exit(code)
 }
 
-// installCRDBeforeGC installs the CRD and restarts kube-controller-manager.
+// InstallCRDBeforeGC installs the CRD and restarts kube-controller-manager.
 // The garbage collector looks for new resource types only every 30 seconds;
 // started after the CRD, it watches Books from the first moment, so tests of
 // garbage collection don't wait out that period.
-func (e *Env) installCRDBeforeGC(ctx context.Context) error {
+func (e *Env) InstallCRDBeforeGC(ctx context.Context) error {
 	if err := InstallCRD(ctx, e.Extensions); err != nil {
 		return err
 	}
