@@ -32,6 +32,10 @@ func Until(ctx context.Context, what string, interval, timeout time.Duration, ch
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
 		err := check(ctx)
+		var stop stopError
+		if errors.As(err, &stop) {
+			return false, err
+		}
 		if err != nil && ctx.Err() != nil && last != nil {
 			// Cut short by the deadline: the observation before it says more
 			// than "context deadline exceeded".
@@ -42,6 +46,10 @@ func Until(ctx context.Context, what string, interval, timeout time.Duration, ch
 	})
 	if err == nil {
 		return nil
+	}
+	var stop stopError
+	if errors.As(err, &stop) {
+		return fmt.Errorf("gave up after %v waiting for %s: %w", time.Since(start).Round(time.Millisecond), what, stop.err)
 	}
 	how := "timed out"
 	if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
@@ -62,6 +70,16 @@ func Eventually(t testing.TB, what string, interval, timeout time.Duration, chec
 		t.Fatal(err)
 	}
 }
+
+// Stop is what a check returns when waiting longer cannot help (the
+// process it waits for has exited): Until returns at once, with err. In a
+// test, a check can call t.Fatal instead.
+func Stop(err error) error { return stopError{err} }
+
+type stopError struct{ err error }
+
+func (s stopError) Error() string { return s.err.Error() }
+func (s stopError) Unwrap() error { return s.err }
 
 // Done is what a check returns for a condition it can state as a bool: nil
 // when done, else the observed state, formatted as by fmt.Sprintf.

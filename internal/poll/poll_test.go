@@ -67,6 +67,25 @@ func TestUntilSaysWhenItsContextEnded(t *testing.T) {
 	}
 }
 
+func TestUntilGivesUpAtOnceOnStop(t *testing.T) {
+	calls := 0
+	exited := errors.New("it exited")
+	err := Until(t.Context(), "the process to be ready", time.Millisecond, time.Minute, func(context.Context) error {
+		calls++
+		if calls == 2 {
+			return Stop(exited)
+		}
+		return errors.New("not ready")
+	})
+	if !errors.Is(err, exited) || !strings.Contains(err.Error(), "gave up after ") ||
+		!strings.Contains(err.Error(), "waiting for the process to be ready: it exited") {
+		t.Errorf("got %v, want it to give up with the check's error", err)
+	}
+	if calls != 2 {
+		t.Errorf("check called %d times, want 2", calls)
+	}
+}
+
 func TestDone(t *testing.T) {
 	if err := Done(true, "x"); err != nil {
 		t.Errorf("Done(true): %v", err)

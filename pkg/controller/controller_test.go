@@ -165,15 +165,7 @@ func TestRunReturnsWhenCancelledBeforeCachesSync(t *testing.T) {
 // of its own if Run takes more than five seconds.
 func (f *fixture) startRun(opts runOpts) (stop func() error) {
 	f.t.Helper()
-	informerCtx, stopInformers := context.WithCancel(context.Background())
-	f.kubeFactory.Start(informerCtx.Done())
-	f.bookFactory.Start(informerCtx.Done())
-	f.t.Cleanup(func() {
-		stopInformers()
-		f.kubeFactory.Shutdown()
-		f.bookFactory.Shutdown()
-	})
-
+	f.runInformers()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.c.Run(ctx, opts.workers) }()

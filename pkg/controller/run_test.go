@@ -15,11 +15,9 @@ import (
 	"ydzs.io/book-controller/internal/poll"
 )
 
-// startInformers starts the fixture's informers (on the fake clients) until
-// the end of the test and waits until the controller's handlers have seen
-// the initial lists, so that Run finds its caches synced.
-func (f *fixture) startInformers() {
-	f.t.Helper()
+// runInformers starts the fixture's informers (on the fake clients) until
+// the end of the test.
+func (f *fixture) runInformers() {
 	ctx, stop := context.WithCancel(context.Background())
 	f.kubeFactory.Start(ctx.Done())
 	f.bookFactory.Start(ctx.Done())
@@ -28,6 +26,13 @@ func (f *fixture) startInformers() {
 		f.kubeFactory.Shutdown()
 		f.bookFactory.Shutdown()
 	})
+}
+
+// startInformers runs the informers and waits until the controller's
+// handlers have seen the initial lists, so that Run finds its caches synced.
+func (f *fixture) startInformers() {
+	f.t.Helper()
+	f.runInformers()
 	poll.Eventually(f.t, "the caches to sync", pollInterval, pollTimeout, func(context.Context) error {
 		return poll.Done(f.c.HasSynced(), "not synced")
 	})
