@@ -190,8 +190,10 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	// WaitForCacheSync looks at the caches before it looks at the context,
 	// so warm caches report success even when Run was asked to stop (or
 	// aborted) before it began: a standby told to stop as it takes the
-	// Lease must not start workers.
-	if syncCtx.Err() != nil {
+	// Lease must not start workers. c.aborted is checked itself because
+	// the AfterFunc above cancels syncCtx from a goroutine of its own, which
+	// may not have run yet.
+	if syncCtx.Err() != nil || c.aborted.Err() != nil {
 		return nil
 	}
 	if !synced {
