@@ -23,15 +23,13 @@ func TestEventsOverTheRateAreDropped(t *testing.T) {
 	env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 16, EventQPS: 1, EventBurst: burst})
 
 	createBooks(t, ns, n)
-	framework.Eventually(t, fmt.Sprintf("%d Books Ready", n), func(ctx context.Context) (bool, error) {
-		return countReady(ctx, ns) == n, nil
-	})
+	framework.Eventually(t, fmt.Sprintf("%d Books Ready", n), allReady(ns, n))
 	created := 0
 	// Events are sent in the background: wait for the burst to land.
-	framework.Eventually(t, fmt.Sprintf("at least %d ConfigMapCreated Events", burst), func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, fmt.Sprintf("at least %d ConfigMapCreated Events", burst), func(ctx context.Context) error {
 		list, err := env.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, nil
+			return err
 		}
 		created = 0
 		for _, ev := range list.Items {
@@ -39,7 +37,10 @@ func TestEventsOverTheRateAreDropped(t *testing.T) {
 				created++
 			}
 		}
-		return created >= burst, nil
+		if created < burst {
+			return fmt.Errorf("%d so far", created)
+		}
+		return nil
 	})
 	allowed := burst + int(time.Since(start).Seconds()) + 1
 	if created > allowed || created >= n {
