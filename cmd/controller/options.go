@@ -61,6 +61,8 @@ func (o *options) flagSet() *pflag.FlagSet {
 		"Directory holding tls.crt and tls.key for --metrics-secure, reloaded when they change. Empty: a self-signed certificate generated at start.")
 	fs.StringVar(&o.mgr.ProbeAddr, "health-probe-bind-address", o.mgr.ProbeAddr,
 		`Address to serve /healthz and /readyz on; "0" turns it off.`)
+	fs.StringVar(&o.mgr.PprofAddr, "pprof-bind-address", o.mgr.PprofAddr,
+		`Address to serve Go profiles on /debug/pprof/ (net/http/pprof), e.g. "127.0.0.1:6060"; "0" turns it off. Unauthenticated: bind it to localhost.`)
 
 	le := &o.mgr.LeaderElection
 	fs.BoolVar(&le.Enabled, "leader-elect", le.Enabled,

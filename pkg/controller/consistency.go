@@ -2,6 +2,9 @@ package controller
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,8 +54,16 @@ type storeVersion interface {
 // controller wrote of each resource, until the informers' stores show it.
 // It is safe for concurrent use; the work queue already guarantees that a
 // key's WroteAt and EnsureReady never run at the same time.
+//
+// A record lives from a Book's write until its next sync, which in a
+// backlog is a whole pass over the queue later: at N new Books it holds up
+// to N records at once, so each is kept small (a map slot and one slice of
+// two strings; a map per Book cost about 500 bytes, docs/benchmark.md).
 type consistencyStore struct {
-	stores map[schema.GroupResource]storeVersion
+	// resources names the resources judged, and stores holds each one's
+	// informer store, at the same index.
+	resources []schema.GroupResource
+	stores    []storeVersion
 
 	mu     sync.Mutex
 	owners map[cache.ObjectName]ownerWrites
@@ -61,33 +72,47 @@ type consistencyStore struct {
 // ownerWrites are the writes made for one Book, identified by its UID so
 // that a later Book of the same name starts afresh.
 type ownerWrites struct {
-	uid     types.UID
-	written map[schema.GroupResource]string
+	uid types.UID
+	// written is the newest resourceVersion written of each resource, at
+	// its index in consistencyStore.resources; "" where none was.
+	written []string
 }
 
 // newConsistencyStore returns a store that judges each resource's writes by
 // the given informer store.
 func newConsistencyStore(stores map[schema.GroupResource]storeVersion) *consistencyStore {
-	return &consistencyStore{stores: stores, owners: map[cache.ObjectName]ownerWrites{}}
+	s := &consistencyStore{owners: map[cache.ObjectName]ownerWrites{}}
+	for _, r := range slices.SortedFunc(maps.Keys(stores), func(a, b schema.GroupResource) int {
+		return strings.Compare(a.String(), b.String())
+	}) {
+		s.resources = append(s.resources, r)
+		s.stores = append(s.stores, stores[r])
+	}
+	return s
 }
 
 // WroteAt records that a write for the Book key (with UID uid) left an
 // object of resource at resourceVersion rv. An older rv than one already
-// recorded changes nothing; a record of another UID is replaced.
+// recorded changes nothing; a record of another UID is replaced. A resource
+// without a store is not recorded: nothing could say when it was reached.
 func (s *consistencyStore) WroteAt(key cache.ObjectName, uid types.UID, resource schema.GroupResource, rv string) {
+	i := slices.Index(s.resources, resource)
+	if i < 0 || s.stores[i] == nil {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w, ok := s.owners[key]
 	if !ok || w.uid != uid {
-		w = ownerWrites{uid: uid, written: map[schema.GroupResource]string{}}
-		s.owners[key] = w
+		w = ownerWrites{uid: uid, written: make([]string, len(s.resources))}
 	}
-	if prev, ok := w.written[resource]; ok {
+	if prev := w.written[i]; prev != "" {
 		if cmp, err := resourceversion.CompareResourceVersion(prev, rv); err == nil && cmp >= 0 {
 			return
 		}
 	}
-	w.written[resource] = rv
+	w.written[i] = rv
+	s.owners[key] = w
 }
 
 // Clear forgets the writes for key, if they were made for uid or uid is "".
@@ -112,17 +137,16 @@ func (s *consistencyStore) EnsureReady(key cache.ObjectName) error {
 	if !ok {
 		return nil
 	}
-	for resource, written := range w.written {
-		store := s.stores[resource]
-		if store == nil {
+	for i, written := range w.written {
+		if written == "" {
 			continue
 		}
-		read := store.LastStoreSyncResourceVersion()
+		read := s.stores[i].LastStoreSyncResourceVersion()
 		if read == "" {
 			continue
 		}
 		if cmp, err := resourceversion.CompareResourceVersion(written, read); err == nil && cmp > 0 {
-			return &staleCacheError{Resource: resource, Written: written, Read: read}
+			return &staleCacheError{Resource: s.resources[i], Written: written, Read: read}
 		}
 	}
 	delete(s.owners, key)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	eventsv1 "k8s.io/api/events/v1"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -38,6 +36,12 @@ const ReportingController = "webapp.ydzs.io/book-controller"
 // sending them all would take the API server's capacity from the writes that
 // converge Books. Events are best effort; status is the record. qps <= 0
 // sends every Event.
+//
+// They are dropped before the recorder builds them. The broadcaster keeps
+// every Event it is handed in its series cache for 6 to 12 minutes (to
+// count repeats), whether or not the sink then sends it: dropped at the
+// sink, a burst of 10000 new Books left 10000 Events in memory, and each
+// cost a copy, two deep copies and a goroutine (docs/benchmark.md).
 func NewEventRecorder(ctx context.Context, kubeClient kubernetes.Interface, qps float32, burst int) (events.EventRecorder, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -46,11 +50,7 @@ func NewEventRecorder(ctx context.Context, kubeClient kubernetes.Interface, qps 
 	if err := webappv1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("building event scheme: %w", err)
 	}
-	var sink events.EventSink = &events.EventSinkImpl{Interface: kubeClient.EventsV1()}
-	if qps > 0 {
-		sink = &droppingSink{EventSink: sink, limiter: flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1))}
-	}
-	broadcaster := events.NewBroadcaster(sink)
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kubeClient.EventsV1()})
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		return nil, fmt.Errorf("starting event broadcaster: %w", err)
 	}
@@ -58,40 +58,25 @@ func NewEventRecorder(ctx context.Context, kubeClient kubernetes.Interface, qps 
 		<-ctx.Done()
 		broadcaster.Shutdown()
 	}()
-	return broadcaster.NewRecorder(scheme, ReportingController), nil
+	var recorder events.EventRecorder = broadcaster.NewRecorder(scheme, ReportingController)
+	if qps > 0 {
+		recorder = &droppingRecorder{EventRecorder: recorder, limiter: flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1))}
+	}
+	return recorder, nil
 }
 
-// droppingSink sends an Event only when its token bucket has a token.
-type droppingSink struct {
-	events.EventSink
+// droppingRecorder passes an Event on to the recorder only when its token
+// bucket has a token, and counts the others as dropped.
+type droppingRecorder struct {
+	events.EventRecorder
 	limiter flowcontrol.RateLimiter
 }
 
-// Create sends the Event, or drops it when over the rate. A dropped Event
-// reports success with no object, which makes the broadcaster neither retry
-// nor log it.
-func (s *droppingSink) Create(ctx context.Context, event *eventsv1.Event) (*eventsv1.Event, error) {
-	if !s.limiter.TryAccept() {
+// Eventf records the Event, or drops it when over the rate.
+func (r *droppingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	if !r.limiter.TryAccept() {
 		metrics.EventsDropped.Inc()
-		return nil, nil
+		return
 	}
-	return s.EventSink.Create(ctx, event)
-}
-
-// Update sends the Event update, or drops it when over the rate.
-func (s *droppingSink) Update(ctx context.Context, event *eventsv1.Event) (*eventsv1.Event, error) {
-	if !s.limiter.TryAccept() {
-		metrics.EventsDropped.Inc()
-		return nil, nil
-	}
-	return s.EventSink.Update(ctx, event)
-}
-
-// Patch sends the series patch, or drops it when over the rate.
-func (s *droppingSink) Patch(ctx context.Context, event *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
-	if !s.limiter.TryAccept() {
-		metrics.EventsDropped.Inc()
-		return nil, nil
-	}
-	return s.EventSink.Patch(ctx, event, data)
+	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }

@@ -48,6 +48,11 @@ const (
 	DefaultMetricsAddr = disabledAddr
 	DefaultProbeAddr   = ":8081"
 
+	// DefaultPprofAddr is off, as controller-runtime's PprofBindAddress:
+	// profiles are for an engineer looking into the process, not for
+	// every deployment.
+	DefaultPprofAddr = disabledAddr
+
 	// Leader election: kube-controller-manager's timings and our name.
 	DefaultLeaderElectionID = "book-controller"
 	DefaultLeaseDuration    = 15 * time.Second
@@ -78,6 +83,7 @@ func Defaults() Config {
 		},
 		MetricsAddr: DefaultMetricsAddr,
 		ProbeAddr:   DefaultProbeAddr,
+		PprofAddr:   DefaultPprofAddr,
 		EventQPS:    DefaultEventQPS,
 		EventBurst:  DefaultEventBurst,
 	}

@@ -48,6 +48,9 @@ type Config struct {
 	MetricsCertDir string
 	// ProbeAddr serves /healthz and /readyz; "" or "0" is off.
 	ProbeAddr string
+	// PprofAddr serves the Go runtime's profiles under /debug/pprof/; ""
+	// or "0" (the default) is off.
+	PprofAddr string
 	// EventQPS and EventBurst limit the Events this process sends; Events
 	// over the rate are dropped (see controller.NewEventRecorder). Zero
 	// means no limit.
@@ -209,12 +212,18 @@ func (m *manager) serveEndpoints(ctx context.Context) error {
 		metricsServer.stop()
 		return err
 	}
+	pprofServer, err := listen("--pprof-bind-address", m.cfg.PprofAddr, pprofHandler())
+	if err != nil {
+		metricsServer.stop()
+		probeServer.stop()
+		return err
+	}
 	// The endpoints stay up until Run returns: through the drain, and with
 	// /healthz failing, from a loss of leadership until the exit.
-	metricsServer.serve(ctx)
-	probeServer.serve(ctx)
-	m.onStop(metricsServer.stop)
-	m.onStop(probeServer.stop)
+	for _, s := range []*httpServer{metricsServer, probeServer, pprofServer} {
+		s.serve(ctx)
+		m.onStop(s.stop)
+	}
 	return nil
 }
 

@@ -51,6 +51,7 @@ func main() {
 	var maxConcurrentReconciles int
 	var namespace string
 	var conflictRecheck time.Duration
+	var pprofAddr string
 	// Levers controller-runtime offers beyond the scaffold; each default is
 	// the scaffold's behaviour. The bench's twin-tuned run turns them on
 	// (docs/benchmark.md, "Fairness").
@@ -59,6 +60,8 @@ func main() {
 		"Use :8443 for HTTPS or :8080 for HTTP, or leave as 0 to disable the metrics service.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The address the probe endpoint binds to. "+
 		"Use 0 to disable the probes.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "0",
+		"The address Go profiles (net/http/pprof) are served on (controller-runtime's PprofBindAddress), or 0 for none.")
 	flag.BoolVar(&enableLeaderElection, "leader-elect", false,
 		"Enable leader election for controller manager. "+
 			"Enabling this will ensure there is only one active controller manager.")
@@ -129,6 +132,7 @@ func main() {
 		Client:                 clientOpts,
 		Metrics:                metricsServerOptions,
 		HealthProbeBindAddress: probeAddr,
+		PprofBindAddress:       pprofAddr,
 		LeaderElection:         enableLeaderElection,
 		LeaderElectionID:       "book-controller-runtime.webapp.ydzs.io",
 		// Out of a cluster there is no namespace to default to; with

@@ -38,9 +38,9 @@ func TestBinary(t *testing.T) {
 
 	t.Run("reconciles and exits 0 on SIGTERM", func(t *testing.T) {
 		ns := env.Namespace(t)
-		metricsAddr, probeAddr := framework.FreeAddr(t), framework.FreeAddr(t)
+		metricsAddr, probeAddr, pprofAddr := framework.FreeAddr(t), framework.FreeAddr(t), framework.FreeAddr(t)
 		proc := framework.StartProcess(t, "book-controller", binary, "-kubeconfig", kubeconfig, "--namespace", ns,
-			"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr)
+			"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr, "--pprof-bind-address", pprofAddr)
 
 		if _, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
 			framework.NewBook(ns, "book-sample", "kubernetes", 100), metav1.CreateOptions{}); err != nil {
@@ -54,6 +54,10 @@ func TestBinary(t *testing.T) {
 		}
 		if v, err := framework.MetricValue(framework.Scrape(t, metricsAddr), "book_controller_reconcile_total", "result", "success"); err != nil || v < 1 {
 			t.Errorf("book_controller_reconcile_total{result=success} = %v (%v), want at least 1", v, err)
+		}
+		// A heap profile in pprof's format: gzip-compressed protobuf.
+		if code, body, err := framework.HTTPGet(pprofAddr, "/debug/pprof/heap"); err != nil || code != 200 || !strings.HasPrefix(body, "\x1f\x8b") {
+			t.Errorf("/debug/pprof/heap: code %d, err %v, %d bytes starting %q; want 200 and a gzip-compressed profile", code, err, len(body), body[:min(len(body), 8)])
 		}
 
 		if err := proc.Signal(syscall.SIGTERM); err != nil {

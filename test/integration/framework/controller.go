@@ -35,6 +35,10 @@ type ControllerOptions struct {
 	// for authorized callers only.
 	MetricsSecure  bool
 	MetricsCertDir string
+	// EventQPS and EventBurst are passed through; zero EventQPS sends
+	// every Event.
+	EventQPS   float32
+	EventBurst int
 }
 
 // RunningController is a controller started by StartController.
@@ -68,6 +72,8 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 		MetricsSecure:  opts.MetricsSecure,
 		MetricsCertDir: opts.MetricsCertDir,
 		ProbeAddr:      opts.ProbeAddr,
+		EventQPS:       opts.EventQPS,
+		EventBurst:     opts.EventBurst,
 	}
 	mc.Controller.ConflictRecheck = opts.ConflictRecheck
 	if mc.Controller.ConflictRecheck == 0 {
