@@ -49,7 +49,7 @@ type Config struct {
 	// ProbeAddr serves /healthz and /readyz; "" or "0" is off.
 	ProbeAddr string
 	// EventQPS and EventBurst limit the Events this process sends; Events
-	// over the rate are dropped (see controller.NewEventRecorder). Zero
+	// over the rate are dropped (see NewEventRecorder). Zero
 	// means no limit.
 	EventQPS   float32
 	EventBurst int
@@ -167,11 +167,11 @@ func (m *manager) buildController(ctx context.Context) error {
 	// Events outlive ctx by the drain: the last syncs may still report.
 	eventCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
 	m.onStop(stopEvents)
-	recorder, err := controller.NewEventRecorder(eventCtx, m.clients.kube, m.cfg.EventQPS, m.cfg.EventBurst)
+	recorder, err := NewEventRecorder(eventCtx, m.clients.kube, m.cfg.EventQPS, m.cfg.EventBurst)
 	if err != nil {
 		return err
 	}
-	m.kubeFactory, m.bookFactory = controller.NewInformerFactories(m.clients.kubeReads, m.clients.bookReads, m.cfg.Namespace, m.cfg.ResyncPeriod)
+	m.kubeFactory, m.bookFactory = NewInformerFactories(m.clients.kubeReads, m.clients.bookReads, m.cfg.Namespace, m.cfg.ResyncPeriod, "")
 	c, err := controller.New(m.clients.kube, m.clients.books, m.bookFactory.Webapp().V1().Books(),
 		m.kubeFactory.Core().V1().ConfigMaps(), recorder, m.cfg.Controller)
 	if err != nil {
