@@ -104,6 +104,17 @@ func TestParseOtherFlags(t *testing.T) {
 	}
 }
 
+// --shards N>1 is accepted with what it needs: leader election, every
+// namespace.
+func TestParseShards(t *testing.T) {
+	if o := parseOK(t); o.mgr.Shards != 1 {
+		t.Errorf("default --shards = %d, want 1 (unsharded)", o.mgr.Shards)
+	}
+	if o := parseOK(t, "--shards=3", "--leader-elect"); o.mgr.Shards != 3 {
+		t.Errorf("--shards=3 parsed as %d", o.mgr.Shards)
+	}
+}
+
 // Plain HTTP metrics stay the default (make run); the Deployment's
 // spelling turns on HTTPS, with or without a certificate directory.
 func TestParseMetricsSecure(t *testing.T) {
@@ -167,6 +178,10 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"--kube-api-qps=0"}, "client-go would turn into 5"}, // not silently 5 QPS
 		{[]string{"--kube-api-burst=0"}, "--kube-api-burst"},
 		{[]string{"--namespace", strings.Repeat("n", 64)}, "--namespace"},
+		{[]string{"--shards=0"}, "--shards"},
+		{[]string{"--shards=65", "--leader-elect"}, "--shards must be at most 64"},
+		{[]string{"--shards=3"}, "--shards 3 needs --leader-elect"},
+		{[]string{"--shards=3", "--leader-elect", "--namespace=a"}, `drop --namespace "a"`},
 		{[]string{"--metrics-cert-dir=/certs"}, "--metrics-secure"},
 		{[]string{"--metrics-secure=maybe"}, "--metrics-secure"},
 		{[]string{"--kubeconfig"}, "--kubeconfig"}, // no value at all

@@ -28,6 +28,21 @@ import (
 // converge Books. Events are best effort; status is the record. qps <= 0
 // sends every Event.
 func NewEventRecorder(ctx context.Context, kubeClient kubernetes.Interface, qps float32, burst int) (events.EventRecorder, error) {
+	return newEventRecorder(ctx, kubeClient, eventLimiter(qps, burst))
+}
+
+// eventLimiter is the token bucket of NewEventRecorder, nil for no limit.
+// With shards, one bucket is shared by every shard's recorder, so that the
+// limit stays the process's.
+func eventLimiter(qps float32, burst int) flowcontrol.RateLimiter {
+	if qps <= 0 {
+		return nil
+	}
+	return flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1))
+}
+
+// newEventRecorder is NewEventRecorder with its token bucket (nil: none).
+func newEventRecorder(ctx context.Context, kubeClient kubernetes.Interface, limiter flowcontrol.RateLimiter) (events.EventRecorder, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("building event scheme: %w", err)
@@ -36,8 +51,8 @@ func NewEventRecorder(ctx context.Context, kubeClient kubernetes.Interface, qps 
 		return nil, fmt.Errorf("building event scheme: %w", err)
 	}
 	var sink events.EventSink = &events.EventSinkImpl{Interface: kubeClient.EventsV1()}
-	if qps > 0 {
-		sink = &droppingSink{EventSink: sink, limiter: flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1))}
+	if limiter != nil {
+		sink = &droppingSink{EventSink: sink, limiter: limiter}
 	}
 	broadcaster := events.NewBroadcaster(sink)
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
