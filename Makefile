@@ -72,7 +72,7 @@ tools: ## Build etcd, kube-apiserver, kube-controller-manager (and kubectl if mi
 # twin, the Dockerfile's build step) and run them as processes. Go's test
 # cache cannot see what a subprocess builds from, so a cached pass could
 # hide a change to cmd/ or to the twin: these always run (-count=1).
-SUBPROCESS_TEST_PKGS := ./test/integration/binary ./test/integration/parity ./test/integration/deploy
+SUBPROCESS_TEST_PKGS := ./test/integration/binary ./test/integration/parity ./test/integration/deploy ./test/integration/sharding
 
 .PHONY: test
 test: tools ## Unit tests and integration tests against a local control plane.

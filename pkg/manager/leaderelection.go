@@ -109,7 +109,8 @@ func (l *leader) run(ctx context.Context) error {
 			},
 			OnNewLeader: func(identity string) {
 				// After a loss the process is on its way out, not standing by.
-				if identity != l.le.Identity && l.fence.Cause() == nil {
+				// "" is a released Lease: nobody leads.
+				if identity != "" && identity != l.le.Identity && l.fence.Cause() == nil {
 					logger.Info("Another replica leads; standing by", "leader", identity)
 				}
 			},

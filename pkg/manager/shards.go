@@ -33,6 +33,12 @@ func (s Shard) Selector() string {
 	return fmt.Sprintf("shardRange(%s, '%s', '%s')", ShardKey, s.Start, s.End)
 }
 
+// Holds reports whether the shard holds the Books of namespace.
+func (s Shard) Holds(namespace string) bool {
+	hash := "0x" + sharding.HashField(namespace)
+	return !sharding.HexLess(hash, s.Start) && sharding.HexLess(hash, s.End)
+}
+
 // Shards splits the hash space into n ranges of equal width (to within
 // one), shard i starting at floor(i × 2^64 / n).
 func Shards(n int) []Shard {
@@ -54,9 +60,8 @@ func Shards(n int) []Shard {
 // ShardOf is the index of the shard, of n, that holds the Books of
 // namespace: what the API server computes for each object.
 func ShardOf(namespace string, n int) int {
-	hash := "0x" + sharding.HashField(namespace)
 	for _, s := range Shards(n) {
-		if !sharding.HexLess(hash, s.Start) && sharding.HexLess(hash, s.End) {
+		if s.Holds(namespace) {
 			return s.Index
 		}
 	}
