@@ -278,4 +278,3 @@ func TestShardHolderPartitioned(t *testing.T) {
 	figure(t, "holder of shard 1 partitioned for %v: taken over %v after the cut by %s; its hold ended %v after the cut; none of its writes after that (%d in flight at the cut)",
 		partition, took.Round(10*time.Millisecond), next.Holder, lastHold.Until.Sub(cutAt).Round(10*time.Millisecond), inFlight)
 }
-
