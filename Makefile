@@ -179,6 +179,17 @@ bench: tools ## Convergence vs the API ceiling and three twin configurations, ca
 	cd test/bench && go run . -n $(N) -c $(C) -rounds $(ROUNDS) -out $(abspath docs/bench) \
 	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
 
+# The shard comparison: SHARD_N Books over 30 namespaces, one unsharded
+# replica vs SHARDS replicas with --shards SHARDS, SHARD_ROUNDS rounds.
+SHARDS ?= 3
+SHARD_N ?= 30000
+SHARD_ROUNDS ?= 1
+
+.PHONY: bench-shards
+bench-shards: tools ## One replica vs SHARDS replicas with --shards (SHARD_N=30000 Books over 30 namespaces): peak RSS, Books/s, CPU per Book, Books per shard; writes docs/bench/shards-*.
+	cd test/bench && go run . -shards $(SHARDS) -n $(SHARD_N) -rounds $(SHARD_ROUNDS) -out $(abspath docs/bench) \
+	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
+
 ##@ Chaos
 
 # Scale of `make test-chaos`: Books per test and kills of the controller process.

@@ -37,6 +37,10 @@ type Config struct {
 	// shards, each served by the replica holding its Lease (needs leader
 	// election and every namespace; see sharded.go). 0 and 1 run unsharded.
 	Shards int
+	// ShardBoundaries, if set, are the Shards-1 points where one shard's
+	// hash range ends and the next begins (see ShardsAt); unset, the
+	// ranges are equal. Every replica must be given the same.
+	ShardBoundaries []string
 	// Workers is the number of goroutines that sync Books concurrently
 	// (with shards: in each shard held).
 	Workers int
@@ -80,6 +84,13 @@ func Run(ctx context.Context, cfg Config) error {
 		case m.cfg.Namespace != "":
 			return fmt.Errorf("manager: %d shards need every namespace watched, not only %q: a namespace is never split over shards", m.cfg.Shards, m.cfg.Namespace)
 		}
+		shards, err := m.shardRanges()
+		if err != nil {
+			return fmt.Errorf("manager: %w", err)
+		}
+		m.shards = shards
+	} else if len(m.cfg.ShardBoundaries) > 0 {
+		return errors.New("manager: shard boundaries are given but Shards is not above 1")
 	}
 
 	type step struct {
@@ -133,6 +144,7 @@ type manager struct {
 	controller  *controller.Controller
 	// With shards: a slot per shard, the Event token bucket they share,
 	// and the configuration their fenced writers start from.
+	shards       []Shard
 	slots        []*shardSlot
 	eventLimiter flowcontrol.RateLimiter
 	writeBase    *rest.Config
@@ -199,7 +211,7 @@ func (m *manager) preflight(ctx context.Context) error {
 		err = PreflightLease(ctx, m.clients.leases, le.Namespace, name)
 	}
 	if err == nil && m.sharded() {
-		err = PreflightShards(ctx, m.cfg.RESTConfig.Host, m.clients.bookReads, m.clients.kubeReads, Shards(m.cfg.Shards)[0])
+		err = PreflightShards(ctx, m.cfg.RESTConfig.Host, m.clients.bookReads, m.clients.kubeReads, m.shards[0])
 	}
 	if err != nil && ctx.Err() != nil {
 		return errStopped

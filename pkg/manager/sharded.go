@@ -103,11 +103,28 @@ func (s *shardSlot) held() bool {
 	return fence != nil && fence.isLeading()
 }
 
+// shardRanges are the shards' hash ranges: equal, or at the boundaries
+// given.
+func (m *manager) shardRanges() ([]Shard, error) {
+	if len(m.cfg.ShardBoundaries) == 0 {
+		return Shards(m.cfg.Shards), nil
+	}
+	shards, err := ShardsAt(m.cfg.ShardBoundaries)
+	if err != nil {
+		return nil, err
+	}
+	if len(shards) != m.cfg.Shards {
+		return nil, fmt.Errorf("%d shard boundaries make %d shards, not %d: give one fewer boundary than shards",
+			len(m.cfg.ShardBoundaries), len(shards), m.cfg.Shards)
+	}
+	return shards, nil
+}
+
 // planShards prepares the slots (sharded steps' "connect").
 func (m *manager) planShards() {
 	m.eventLimiter = eventLimiter(m.cfg.EventQPS, m.cfg.EventBurst)
 	gate := newShardGate(m.cfg.LeaderElection.LeaseDuration, m.clock)
-	for _, sh := range Shards(m.cfg.Shards) {
+	for _, sh := range m.shards {
 		m.slots = append(m.slots, &shardSlot{shard: sh, m: m, turn: gate.turn(sh.Index)})
 	}
 	m.writeBase = rest.CopyConfig(m.cfg.RESTConfig)
@@ -121,7 +138,7 @@ func (m *manager) planShards() {
 func (m *manager) workShards(ctx context.Context) error {
 	le := m.cfg.LeaderElection
 	klog.FromContext(ctx).Info("Starting Book controller", "namespace", namespaceOrAll(m.cfg.Namespace),
-		"workers", m.cfg.Workers, "shards", m.cfg.Shards, "leaderElection", le.Enabled, "identity", le.Identity,
+		"workers", m.cfg.Workers, "shards", m.cfg.Shards, "boundaries", m.cfg.ShardBoundaries, "leaderElection", le.Enabled, "identity", le.Identity,
 		"leases", le.Namespace+"/"+ShardLeaseName(le.ID, 0)+"..")
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()

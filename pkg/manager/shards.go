@@ -3,6 +3,9 @@ package manager
 import (
 	"fmt"
 	"math/bits"
+	"slices"
+	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/sharding"
 )
@@ -57,15 +60,99 @@ func Shards(n int) []Shard {
 	return out
 }
 
-// ShardOf is the index of the shard, of n, that holds the Books of
-// namespace: what the API server computes for each object.
-func ShardOf(namespace string, n int) int {
-	for _, s := range Shards(n) {
+// ShardOf is the index of the shard, of n equal ones, that holds the Books
+// of namespace: what the API server computes for each object.
+func ShardOf(namespace string, n int) int { return ShardIn(namespace, Shards(n)) }
+
+// ShardIn is the index of the shard that holds the Books of namespace.
+func ShardIn(namespace string, shards []Shard) int {
+	for _, s := range shards {
 		if s.Holds(namespace) {
 			return s.Index
 		}
 	}
-	return n - 1 // unreachable: the ranges cover the hash space
+	return len(shards) - 1 // unreachable: the ranges cover the hash space
+}
+
+// ShardsAt splits the hash space at the given boundaries (0x and 16 hex
+// digits each, strictly increasing, above 0): len(boundaries)+1 shards.
+//
+// Equal ranges suit keys whose hashes spread over the whole space, such as
+// UIDs. FNV-1a spreads short strings that differ only at the end (team-01,
+// team-02, ...) over its low and middle bits only: their hashes share the
+// top ten bits or more, so equal ranges put all of them in one shard.
+// Boundaries placed between the namespaces' actual hashes
+// (BalancedBoundaries) split them evenly.
+func ShardsAt(boundaries []string) ([]Shard, error) {
+	points := []string{"0x0000000000000000"}
+	for _, b := range boundaries {
+		b = strings.TrimSpace(b)
+		if len(b) != 18 || !strings.HasPrefix(b, "0x") {
+			return nil, fmt.Errorf("shard boundary %q: want 0x and 16 hex digits, e.g. 0x5555555555555555", b)
+		}
+		if _, err := strconv.ParseUint(b[2:], 16, 64); err != nil || strings.ToLower(b) != b {
+			return nil, fmt.Errorf("shard boundary %q: want 0x and 16 lowercase hex digits", b)
+		}
+		if b <= points[len(points)-1] {
+			return nil, fmt.Errorf("shard boundaries must be strictly increasing and above 0x0000000000000000: %q after %q", b, points[len(points)-1])
+		}
+		points = append(points, b)
+	}
+	points = append(points, "0x10000000000000000")
+	out := make([]Shard, len(points)-1)
+	for i := range out {
+		out[i] = Shard{Index: i, Start: points[i], End: points[i+1]}
+	}
+	return out, nil
+}
+
+// BalancedBoundaries returns the n-1 boundaries that split the given
+// namespaces into n shards of about equal weight (their Books, say): the
+// namespaces sorted by hash, each boundary just above the last namespace of
+// a shard. New namespaces fall wherever their hash does.
+func BalancedBoundaries(weights map[string]int, n int) []string {
+	type ns struct {
+		hash   uint64
+		weight int
+	}
+	var all []ns
+	total := 0
+	for name, w := range weights {
+		h, _ := strconv.ParseUint(sharding.HashField(name), 16, 64)
+		all = append(all, ns{h, w})
+		total += w
+	}
+	slices.SortFunc(all, func(a, b ns) int {
+		switch {
+		case a.hash < b.hash:
+			return -1
+		case a.hash > b.hash:
+			return 1
+		}
+		return 0
+	})
+	if len(all) < n { // fewer namespaces than shards: equal ranges
+		var out []string
+		for _, sh := range Shards(n)[1:] {
+			out = append(out, sh.Start)
+		}
+		return out
+	}
+	// Shard k ends with the first namespace at which the running
+	// weight reaches k+1 n-ths of the total, after the previous shard's
+	// last, and leaving a namespace for each shard to come.
+	out := make([]string, 0, n-1)
+	sum, i := 0, -1
+	for k := range n - 1 {
+		i++
+		sum += all[i].weight
+		for sum*n < (k+1)*total && i < len(all)-(n-k) {
+			i++
+			sum += all[i].weight
+		}
+		out = append(out, fmt.Sprintf("0x%016x", all[i].hash+1))
+	}
+	return out
 }
 
 // ShardLeaseName is the name of the Lease whose holder serves shard i:

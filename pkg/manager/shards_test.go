@@ -111,3 +111,55 @@ func TestShardGate(t *testing.T) {
 		t.Fatalf("holding nothing again: %v, want allowed at once", err)
 	}
 }
+
+// TestEqualRangesCrowdSimilarNames records why ShardsAt exists: FNV-1a
+// leaves the top bits of names that differ only at the end alike, so equal
+// ranges put team-00 … team-29 all in one shard; balanced boundaries split
+// them ten, ten and ten, and the server's own selectors agree.
+func TestEqualRangesCrowdSimilarNames(t *testing.T) {
+	weights := map[string]int{}
+	equal := make([]int, 3)
+	for i := range 30 {
+		ns := fmt.Sprintf("team-%02d", i)
+		weights[ns] = 1
+		equal[ShardOf(ns, 3)]++
+	}
+	if equal[0] != 30 && equal[1] != 30 && equal[2] != 30 {
+		t.Errorf("equal ranges split team-00..29 as %v; docs/sharding.md says all in one shard", equal)
+	}
+	b := BalancedBoundaries(weights, 3)
+	shards, err := ShardsAt(b)
+	if err != nil {
+		t.Fatalf("BalancedBoundaries gave %q, which ShardsAt rejects: %v", b, err)
+	}
+	balanced := make([]int, 3)
+	for ns := range weights {
+		obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns}}
+		i := ShardIn(ns, shards)
+		sel, err := serversharding.Parse(shards[i].Selector())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := sel.Matches(obj); !ok {
+			t.Fatalf("%s: ShardIn says shard %d, whose selector the server does not match", ns, i)
+		}
+		balanced[i]++
+	}
+	if balanced[0] != 10 || balanced[1] != 10 || balanced[2] != 10 {
+		t.Errorf("balanced boundaries %q split team-00..29 as %v, want 10 each", b, balanced)
+	}
+	// Weights count: one heavy namespace is a shard of its own.
+	weights["team-07"] = 1000
+	b = BalancedBoundaries(weights, 3)
+	shards, _ = ShardsAt(b)
+	for ns := range weights {
+		if ns != "team-07" && ShardIn(ns, shards) == ShardIn("team-07", shards) {
+			t.Errorf("with team-07 weighing 1000, %s shares its shard (boundaries %q)", ns, b)
+			break
+		}
+	}
+	// Fewer namespaces than shards: equal ranges.
+	if got := BalancedBoundaries(map[string]int{"a": 1}, 3); len(got) != 2 || got[0] != Shards(3)[1].Start {
+		t.Errorf("one namespace, 3 shards: %q, want the equal ranges' boundaries", got)
+	}
+}

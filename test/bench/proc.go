@@ -25,6 +25,7 @@ type proc struct {
 	start       time.Time
 	metricsAddr string
 	probeAddr   string
+	logPath     string
 	args        []string
 	env         []string
 	done        chan struct{}
@@ -52,7 +53,7 @@ func (e *env) startController(s controllerSpec, ns, logName string) (*proc, erro
 	// default, Go's for the scaffold twins, ours for the tuned twin.
 	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(v string) bool { return strings.HasPrefix(v, "GOGC=") }), s.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p := &proc{cmd: cmd, metricsAddr: m, probeAddr: pr,
+	p := &proc{cmd: cmd, metricsAddr: m, probeAddr: pr, logPath: log.Name(),
 		args: args, env: s.env, done: make(chan struct{}), stop: make(chan struct{})}
 	p.start = time.Now()
 	if err := cmd.Start(); err != nil {
