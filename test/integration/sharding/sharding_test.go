@@ -19,6 +19,7 @@ import (
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/localcluster"
+	"ydzs.io/book-controller/pkg/manager"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -28,11 +29,42 @@ const shards = 3
 // take a shard each; every Book becomes Ready; the audit log shows every
 // write to a shard's namespaces made by the holder of its Lease, while it
 // held it, and each Book written by one replica only; each replica caches
-// the Books of its shard and no other.
+// the Books of its shard and no other. The namespaces are named alike
+// (spread-team-00 …), which equal hash ranges put in one shard: the
+// replicas get --shard-boundaries balanced over them.
 func TestShardsSpreadAndEachBookHasOneWriter(t *testing.T) {
 	leaseNS := env.Namespace(t)
-	byShard := env.ShardedNamespaces(t, "spread", shards, 4)
-	replicas := startReplicas(t, leaseNS, "spread", 3)
+	weights := map[string]int{}
+	for i := range 4 * shards {
+		ns := fmt.Sprintf("spread-team-%02d", i)
+		if _, err := env.Kube.CoreV1().Namespaces().Create(context.Background(),
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+		weights[ns] = 1
+	}
+	boundaries := manager.BalancedBoundaries(weights, shards)
+	ranges, err := manager.ShardsAt(boundaries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byShard := make([][]string, shards)
+	equal := map[int]bool{}
+	for ns := range weights {
+		i := manager.ShardIn(ns, ranges)
+		byShard[i] = append(byShard[i], ns)
+		equal[manager.ShardOf(ns, shards)] = true
+	}
+	if len(equal) != 1 {
+		t.Logf("equal ranges would spread these namespaces over %d shards too", len(equal))
+	}
+	var replicas []*framework.Replica
+	for k := range 3 {
+		replicas = append(replicas, env.StartReplica(t, binary, fmt.Sprintf("spread-%d", k), framework.ReplicaOptions{
+			Namespace: leaseNS, LeaseID: "spread", Shards: shards,
+			Args: []string{"--shard-boundaries=" + strings.Join(boundaries, ",")}}))
+	}
 	holders := env.WaitForShardHolders(t, leaseNS, "spread", shards, replicas...)
 
 	books := createBooks(t, byShard, 5, "v1")
