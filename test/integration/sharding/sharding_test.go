@@ -296,3 +296,41 @@ func TestShardsNeedTheFeatureGate(t *testing.T) {
 		t.Errorf("exit %d, output:\n%s\nwant exit 1 and one line naming the ShardedListAndWatch feature gate", code, out)
 	}
 }
+
+// TestShardsInProcess runs two sharded managers in this test process, so
+// that `make test`'s race detector sees the sharded code paths: both serve
+// a shard each; one stopped gracefully releases its shard and the other
+// takes it a lease duration later and serves its Books; both Runs return
+// nil on a graceful stop.
+func TestShardsInProcess(t *testing.T) {
+	const n = 2
+	leaseNS := env.Namespace(t)
+	byShard := env.ShardedNamespaces(t, "inproc", n, 1)
+	le := func(identity string) manager.LeaderElection {
+		lt := framework.TestLeaderTimings
+		return manager.LeaderElection{Enabled: true, Namespace: leaseNS, ID: "inproc", Identity: identity,
+			LeaseDuration: lt.LeaseDuration, RenewDeadline: lt.RenewDeadline, RetryPeriod: lt.RetryPeriod}
+	}
+	a := env.StartController(t, framework.ControllerOptions{RESTConfig: env.RESTConfig(), Shards: n, LeaderElection: le("inproc-a")})
+	framework.Eventually(t, "inproc-a to hold a shard", func(ctx context.Context) (bool, error) {
+		return slices.Contains(env.ShardHolders(ctx, leaseNS, "inproc", n), "inproc-a"), nil
+	})
+	env.StartController(t, framework.ControllerOptions{RESTConfig: env.RESTConfig(), Shards: n, LeaderElection: le("inproc-b")})
+	framework.Eventually(t, "a shard each", func(ctx context.Context) (bool, error) {
+		h := env.ShardHolders(ctx, leaseNS, "inproc", n)
+		return slices.Contains(h, "inproc-a") && slices.Contains(h, "inproc-b"), nil
+	})
+	books := createBooks(t, byShard, 3, "v1")
+	waitConverged(t, books, "v1")
+
+	if err := a.Stop(); err != nil {
+		t.Fatalf("a graceful stop of a sharded manager: %v, want nil", err)
+	}
+	framework.Eventually(t, "inproc-b to hold both shards", func(ctx context.Context) (bool, error) {
+		h := env.ShardHolders(ctx, leaseNS, "inproc", n)
+		return h[0] == "inproc-b" && h[1] == "inproc-b", nil
+	})
+	updateBooks(t, slices.Concat(books...), "v2")
+	waitConverged(t, books, "v2")
+	env.CheckShardLeaderships(t, leaseNS, "inproc", byShard, framework.TestLeaderTimings.RenewDeadline)
+}
