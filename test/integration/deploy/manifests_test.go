@@ -149,7 +149,7 @@ func TestManifestsAcceptedByAPIServer(t *testing.T) {
 // examples, which the kustomization in manifests/ must not disturb.
 func TestKubectlApplyServerDryRun(t *testing.T) {
 	// Namespaces must exist for the namespaced objects' dry run.
-	for _, dir := range []string{baseDir, namespacedDir} {
+	for _, dir := range []string{baseDir, namespacedDir, shardedDir} {
 		var namespaces []*unstructured.Unstructured
 		for _, obj := range env.RenderManifests(t, dir) {
 			if obj.GetKind() == "Namespace" {
@@ -162,6 +162,7 @@ func TestKubectlApplyServerDryRun(t *testing.T) {
 	for _, args := range [][]string{
 		{"apply", "-k", filepath.Join(root, baseDir)},
 		{"apply", "-k", filepath.Join(root, namespacedDir)},
+		{"apply", "-k", filepath.Join(root, shardedDir)},
 		{"apply", "-f", filepath.Join(root, "manifests", "crd.yaml")},
 		{"apply", "-f", filepath.Join(root, "manifests", "examples") + "/"},
 	} {
