@@ -32,6 +32,7 @@ type ShardResult struct {
 	N          int           `json:"n"`
 	Namespaces int           `json:"namespaces"`
 	Shards     int           `json:"shards"`
+	OurArgs    string        `json:"ourArgs,omitempty"`
 	Rounds     []*ShardRound `json:"rounds"`
 }
 
@@ -83,7 +84,7 @@ func shardNamespaces(count int) []string {
 func (e *env) runShards(ctx context.Context) error {
 	o := e.o
 	res := &ShardResult{Started: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Cluster: e.res.Cluster,
-		N: o.n, Namespaces: o.shardNamespaces, Shards: o.shards}
+		N: o.n, Namespaces: o.shardNamespaces, Shards: o.shards, OurArgs: o.ourArgs}
 	weights := map[string]int{}
 	for _, ns := range shardNamespaces(o.shardNamespaces) {
 		weights[ns] = 1 // the Books are spread evenly
@@ -340,6 +341,9 @@ func shardsMarkdown(r *ShardResult) string {
 	fmt.Fprintf(&b, "# book-controller: %d shards vs one replica\n\n", r.Shards)
 	fmt.Fprintf(&b, "N = %d Books over %d namespaces (team-00 … team-%02d, N/%d each); %d round(s); %s; %d cores (%s), load average at start %s.\n\n",
 		r.N, r.Namespaces, r.Namespaces-1, r.Namespaces, len(r.Rounds), r.Cluster, r.Machine.Cores, r.Machine.CPU, r.Machine.LoadAvgStart)
+	if r.OurArgs != "" {
+		fmt.Fprintf(&b, "Every replica also ran with `%s`.\n\n", r.OurArgs)
+	}
 	b.WriteString("Each phase is a backlog: the Books are created first, then the replicas start (with --leader-elect; sharded ones with --shards, and the balanced ones with --shard-boundaries from BalancedBoundaries over the namespaces); ")
 	b.WriteString("Books/s is N over the time from their start until every Book is Ready. Peak RSS is each process's VmHWM; CPU is its user+system time over the phase. ")
 	b.WriteString("The API server, etcd, the replicas and the bench share the machine (and, where the load average says so, other work), so the API server bounds every throughput here.\n\n")
