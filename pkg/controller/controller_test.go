@@ -12,19 +12,22 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
+	"ydzs.io/book-controller/internal/poll"
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
-// waitFor polls cond every millisecond for up to five seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("timed out waiting for %s", what)
+// The fake clients and the queue answer at once: poll every millisecond,
+// and give up after five seconds, far beyond any wait here on a loaded
+// machine (the longest is a rate limiter's first backoff, 5 ms).
+const pollInterval, pollTimeout = time.Millisecond, 5 * time.Second
+
+// queueLength is a check that the queue holds n keys.
+func queueLength(q interface{ Len() int }, n int) poll.Check {
+	return func(context.Context) error {
+		l := q.Len()
+		return poll.Done(l == n, "%d keys queued", l)
 	}
 }
 
@@ -41,7 +44,7 @@ func TestProcessNextWorkItemSuccessForgetsKey(t *testing.T) {
 	if n := f.c.queue.NumRequeues(key); n != 1 {
 		t.Fatalf("precondition: NumRequeues %d, want 1", n)
 	}
-	waitFor(t, "the rate-limited key", func() bool { return f.c.queue.Len() == 1 })
+	poll.Eventually(t, "the rate-limited key", pollInterval, pollTimeout, queueLength(f.c.queue, 1))
 
 	if !f.c.processNextWorkItem(t.Context()) {
 		t.Fatal("processNextWorkItem returned false on a live queue")
@@ -84,7 +87,7 @@ func TestProcessNextWorkItemRequeuesFailures(t *testing.T) {
 				t.Errorf("NumRequeues: got %d, want 1", n)
 			}
 			// Rate-limited, not immediate: the key comes back after the backoff.
-			waitFor(t, "the key to be requeued", func() bool { return f.c.queue.Len() == 1 })
+			poll.Eventually(t, "the key to be requeued", pollInterval, pollTimeout, queueLength(f.c.queue, 1))
 			if k, _ := f.c.queue.Get(); k != key {
 				t.Errorf("requeued key: got %v, want %v", k, key)
 			}
@@ -112,8 +115,14 @@ func TestWorkerSurvivesPanic(t *testing.T) {
 		f.c.runWorker(t.Context())
 	}()
 
-	waitFor(t, "the retry after the panic", func() bool { return calls.Load() == 2 })
-	waitFor(t, "the successful retry to forget the key", func() bool { return f.c.queue.NumRequeues(key) == 0 })
+	poll.Eventually(t, "the retry after the panic", pollInterval, pollTimeout, func(context.Context) error {
+		n := calls.Load()
+		return poll.Done(n == 2, "%d syncs", n)
+	})
+	poll.Eventually(t, "the successful retry to forget the key", pollInterval, pollTimeout, func(context.Context) error {
+		n := f.c.queue.NumRequeues(key)
+		return poll.Done(n == 0, "NumRequeues %d", n)
+	})
 	f.c.queue.ShutDown()
 	select {
 	case <-stopped:
@@ -156,15 +165,7 @@ func TestRunReturnsWhenCancelledBeforeCachesSync(t *testing.T) {
 // of its own if Run takes more than five seconds.
 func (f *fixture) startRun(opts runOpts) (stop func() error) {
 	f.t.Helper()
-	informerCtx, stopInformers := context.WithCancel(context.Background())
-	f.kubeFactory.Start(informerCtx.Done())
-	f.bookFactory.Start(informerCtx.Done())
-	f.t.Cleanup(func() {
-		stopInformers()
-		f.kubeFactory.Shutdown()
-		f.bookFactory.Shutdown()
-	})
-
+	f.runInformers()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.c.Run(ctx, opts.workers) }()
@@ -200,13 +201,17 @@ func TestRunReconcilesBookAndStopsCleanly(t *testing.T) {
 	}
 	stop := f.startRun(runOpts{workers: 2})
 
-	waitFor(t, "the Book to become Ready", func() bool {
-		b, err := f.bookClient.WebappV1().Books(testNamespace).Get(t.Context(), "demo", metav1.GetOptions{})
-		return err == nil && len(b.Status.Conditions) == 1 && b.Status.Conditions[0].Status == metav1.ConditionTrue
+	poll.Eventually(t, "the Book to become Ready", pollInterval, pollTimeout, func(ctx context.Context) error {
+		b, err := f.bookClient.WebappV1().Books(testNamespace).Get(ctx, "demo", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		return poll.Done(len(b.Status.Conditions) == 1 && b.Status.Conditions[0].Status == metav1.ConditionTrue,
+			"conditions %+v", b.Status.Conditions)
 	})
 	// The status write comes back as a Book update event and the
 	// ConfigMap's add event enqueues the Book too; let those settle.
-	waitFor(t, "the queue to empty", func() bool { return f.c.queue.Len() == 0 })
+	poll.Eventually(t, "the queue to empty", pollInterval, pollTimeout, queueLength(f.c.queue, 0))
 
 	start := time.Now()
 	if err := stop(); err != nil {

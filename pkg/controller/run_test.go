@@ -11,13 +11,13 @@ import (
 
 	"go.uber.org/goleak"
 	"k8s.io/client-go/tools/cache"
+
+	"ydzs.io/book-controller/internal/poll"
 )
 
-// startInformers starts the fixture's informers (on the fake clients) until
-// the end of the test and waits until the controller's handlers have seen
-// the initial lists, so that Run finds its caches synced.
-func (f *fixture) startInformers() {
-	f.t.Helper()
+// runInformers starts the fixture's informers (on the fake clients) until
+// the end of the test.
+func (f *fixture) runInformers() {
 	ctx, stop := context.WithCancel(context.Background())
 	f.kubeFactory.Start(ctx.Done())
 	f.bookFactory.Start(ctx.Done())
@@ -26,7 +26,16 @@ func (f *fixture) startInformers() {
 		f.kubeFactory.Shutdown()
 		f.bookFactory.Shutdown()
 	})
-	waitFor(f.t, "the caches to sync", f.c.HasSynced)
+}
+
+// startInformers runs the informers and waits until the controller's
+// handlers have seen the initial lists, so that Run finds its caches synced.
+func (f *fixture) startInformers() {
+	f.t.Helper()
+	f.runInformers()
+	poll.Eventually(f.t, "the caches to sync", pollInterval, pollTimeout, func(context.Context) error {
+		return poll.Done(f.c.HasSynced(), "not synced")
+	})
 }
 
 // countSyncs replaces the syncHandler with one that counts its calls.

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"ydzs.io/book-controller/internal/poll"
 )
 
 // The cache-lag tests: the fake clients give every write a new
@@ -113,7 +115,7 @@ func TestOwnConfigMapDeletedUnseenIsRecreated(t *testing.T) {
 	if cm := f.getConfigMap("demo"); cm != nil {
 		t.Fatal("ConfigMap recreated while its create was still awaited")
 	}
-	waitFor(t, "the Book to be looked at again", func() bool { return f.c.queue.Len() == 1 })
+	poll.Eventually(t, "the Book to be looked at again", pollInterval, pollTimeout, queueLength(f.c.queue, 1))
 	if key, _ := f.c.queue.Get(); key != bookKey("demo") {
 		t.Errorf("requeued key: got %v, want default/demo", key)
 	}

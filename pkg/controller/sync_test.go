@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -12,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	core "k8s.io/client-go/testing"
 
+	"ydzs.io/book-controller/internal/poll"
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
@@ -330,11 +329,7 @@ func TestSyncConflictIsRechecked(t *testing.T) {
 
 	f.mustSync("demo")
 
-	err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true,
-		func(ctx context.Context) (bool, error) { return f.c.queue.Len() == 1, nil })
-	if err != nil {
-		t.Fatalf("Book not requeued for a recheck: queue length %d", f.c.queue.Len())
-	}
+	poll.Eventually(t, "the Book to be requeued for a recheck", pollInterval, pollTimeout, queueLength(f.c.queue, 1))
 	if key, _ := f.c.queue.Get(); key != bookKey("demo") {
 		t.Errorf("requeued key: got %v, want default/demo", key)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,10 +19,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/sharding"
-	"k8s.io/apimachinery/pkg/util/wait"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/pkg/localcluster"
 )
 
@@ -99,12 +100,11 @@ func TestGarbageCollectorDeletesOrphanedDependent(t *testing.T) {
 
 	// The serviceaccount controller runs too: the namespace gets its
 	// default service account.
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := client.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
-	}); err != nil {
-		t.Fatalf("no default service account in %s after 30s: is the serviceaccount controller running? %v", ns.Name, err)
-	}
+	poll.Eventually(t, "the serviceaccount controller to give "+ns.Name+" its default service account",
+		200*time.Millisecond, 30*time.Second, func(ctx context.Context) error {
+			_, err := client.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+			return err
+		})
 	// Without Options.ShardedListAndWatch the API server ignores shard
 	// selectors: what book-controller --shards checks for at start.
 	checkShardSelector(t, client, ns.Name, "child", false)
@@ -118,16 +118,16 @@ func TestGarbageCollectorDeletesOrphanedDependent(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleted := time.Now()
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := cms.Get(ctx, "child", metav1.GetOptions{})
+	poll.Eventually(t, "the garbage collector to delete the child", 200*time.Millisecond, 30*time.Second, func(ctx context.Context) error {
+		child, err := cms.Get(ctx, "child", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return true, nil
+			return nil
 		}
-		return false, err
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("child exists, deletionTimestamp %v", child.DeletionTimestamp)
 	})
-	if err != nil {
-		t.Fatalf("garbage collector did not delete the child within 30s: %v", err)
-	}
 	t.Logf("garbage collector deleted the child %s after its owner", time.Since(deleted).Round(time.Millisecond))
 }
 
@@ -211,11 +211,8 @@ func TestKillAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The apiserver reconnects to etcd on its own, after a moment.
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return getSurvivor() == nil, nil
-	}); err != nil {
-		t.Fatalf("object not readable 30s after etcd restarted: %v", getSurvivor())
-	}
+	poll.Eventually(t, "the object written before the restarts to be readable", 200*time.Millisecond, 30*time.Second,
+		func(context.Context) error { return getSurvivor() })
 
 	checkShardSelector(t, client, "default", "survivor", true)
 

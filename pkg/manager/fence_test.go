@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"ydzs.io/book-controller/internal/poll"
 )
 
 const testRenewDeadline = 10 * time.Second
@@ -264,7 +266,10 @@ func TestFencedTransport(t *testing.T) {
 		_, err := client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "hang"}}, metav1.CreateOptions{})
 		inFlight <- err
 	}()
-	waitForCount(t, &posts, 3)
+	poll.Eventually(t, "the hanging write to reach the server", 5*time.Millisecond, 30*time.Second, func(context.Context) error {
+		n := posts.Load()
+		return poll.Done(n >= 3, "%d writes reached the server", n)
+	})
 	f.fence.taken("thief")
 	select {
 	case err := <-inFlight:
@@ -282,17 +287,6 @@ func TestFencedTransport(t *testing.T) {
 	}
 	if _, err := client.Get(ctx, "x", metav1.GetOptions{}); err != nil {
 		t.Errorf("a read after the loss: %v", err)
-	}
-}
-
-func waitForCount(t *testing.T, n *atomic.Int32, want int32) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for n.Load() < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("count %d, want %d", n.Load(), want)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

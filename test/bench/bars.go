@@ -181,6 +181,15 @@ func median(vs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
+// medianOf is the median of f over phases.
+func medianOf(phases []*Phase, f func(*Phase) float64) float64 {
+	vs := make([]float64, len(phases))
+	for i, p := range phases {
+		vs[i] = f(p)
+	}
+	return median(vs)
+}
+
 // Cost is what one configuration spends per Book in the backlog phases,
 // median over rounds.
 type Cost struct {
@@ -217,13 +226,7 @@ func costs(res *Result) []*Cost {
 		if len(ps) == 0 {
 			continue
 		}
-		med := func(f func(*Phase) float64) float64 {
-			vs := make([]float64, len(ps))
-			for i, p := range ps {
-				vs[i] = f(p)
-			}
-			return median(vs)
-		}
+		med := func(f func(*Phase) float64) float64 { return medianOf(ps, f) }
 		n := float64(ps[0].N)
 		c := &Cost{Config: config, Controller: ps[0].Controller, Rounds: len(ps),
 			BooksPerSecond:      round(med(func(p *Phase) float64 { return p.BooksPerSecond }), 1),

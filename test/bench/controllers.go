@@ -2,9 +2,9 @@ package main
 
 import (
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
+	"time"
 
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -30,9 +30,15 @@ type controllerDefaults struct {
 }
 
 func readDefaults(bin string) controllerDefaults {
-	out, _ := exec.Command(bin, "--help").CombinedOutput()
+	var out string
+	if p, err := framework.Start(bin+" --help", bin, []string{"--help"}, framework.ProcessOptions{}); err == nil {
+		if _, err := p.Wait(time.Minute); err != nil {
+			_ = p.Kill()
+		}
+		out = p.Output()
+	}
 	d := controllerDefaults{workers: 8, qps: "500", burst: "1000", eventQPS: "0", eventBurst: "1"}
-	for _, line := range strings.Split(string(out), "\n") {
+	for _, line := range strings.Split(out, "\n") {
 		def := ""
 		if i := strings.Index(line, "(default "); i >= 0 {
 			def = strings.TrimSuffix(strings.TrimSpace(line[i+len("(default "):]), ")")

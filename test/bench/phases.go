@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -21,8 +22,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"ydzs.io/book-controller/internal/poll"
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	"ydzs.io/book-controller/pkg/controller"
+	"ydzs.io/book-controller/test/integration/framework"
 )
 
 func numCPU() int { return runtime.NumCPU() }
@@ -58,13 +61,16 @@ func (e *env) deleteNamespace(ctx context.Context, p *Phase) error {
 		return fmt.Errorf("deleting namespace %s: %w", p.Namespace, err)
 	}
 	timeout := 5*time.Minute + time.Duration(e.o.n/50)*time.Second
-	err = waitFor(ctx, timeout, func() bool {
-		_, err := e.kube.CoreV1().Namespaces().Get(ctx, p.Namespace, metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
+	err = poll.Until(ctx, "namespace "+p.Namespace+" to be deleted", 20*time.Millisecond, timeout, func(ctx context.Context) error {
+		ns, err := e.kube.CoreV1().Namespaces().Get(ctx, p.Namespace, metav1.GetOptions{})
+		if err == nil {
+			return fmt.Errorf("phase %s", ns.Status.Phase)
+		}
+		return poll.Done(apierrors.IsNotFound(err), "%v", err)
 	})
 	p.NamespaceDeleteSeconds = round(time.Since(t).Seconds(), 1)
 	if err != nil {
-		return fmt.Errorf("namespace %s still there %s after its deletion", p.Namespace, timeout)
+		return err
 	}
 	return nil
 }
@@ -360,8 +366,14 @@ func (e *env) livePhase(ctx context.Context, name string, s controllerSpec, pace
 			pr.terminate()
 		}
 	}()
-	if err := waitFor(ctx, 60*time.Second, func() bool { return pr.ready() || pr.exited() }); err != nil || pr.exited() {
-		return p, fmt.Errorf("%s did not become ready (log in %s)", s.Name, e.work)
+	err = poll.Until(ctx, s.Name+" to be ready", 20*time.Millisecond, 60*time.Second, func(ctx context.Context) error {
+		if pr.exited() {
+			return poll.Stop(errors.New("it exited"))
+		}
+		return framework.AnswersOK(pr.probeAddr, "/readyz")(ctx)
+	})
+	if err != nil {
+		return p, fmt.Errorf("%w (log in %s)", err, e.work)
 	}
 	p.StartupSeconds = round(time.Since(pr.start).Seconds(), 3)
 	if st, err := readProc(pr.pid); err == nil {
@@ -634,17 +646,6 @@ func (e *env) restartPhase(ctx context.Context, live *Phase, s controllerSpec) (
 		r.PeakRSSBytes = s.HWMBytes
 	}
 	return r, nil
-}
-
-func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("timed out")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return nil
 }
 
 // finishReady turns the Ready times into the convergence figures and a

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,7 +19,7 @@ import (
 
 // proc is a running controller process and what is sampled from it.
 type proc struct {
-	cmd         *exec.Cmd
+	*framework.Process
 	pid         int
 	start       time.Time
 	metricsAddr string
@@ -28,7 +27,6 @@ type proc struct {
 	logPath     string
 	args        []string
 	env         []string
-	done        chan struct{}
 
 	mu       sync.Mutex
 	peakHeap float64
@@ -47,21 +45,18 @@ func (e *env) startController(s controllerSpec, ns, logName string) (*proc, erro
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(s.bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
 	// Each configuration's GOGC is its own: book-controller's built-in
 	// default, Go's for the scaffold twins, ours for the tuned twin.
-	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(v string) bool { return strings.HasPrefix(v, "GOGC=") }), s.env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p := &proc{cmd: cmd, metricsAddr: m, probeAddr: pr, logPath: log.Name(),
-		args: args, env: s.env, done: make(chan struct{}), stop: make(chan struct{})}
+	env := append(slices.DeleteFunc(os.Environ(), func(v string) bool { return strings.HasPrefix(v, "GOGC=") }), s.env...)
+	p := &proc{metricsAddr: m, probeAddr: pr, logPath: log.Name(), args: args, env: s.env, stop: make(chan struct{})}
 	p.start = time.Now()
-	if err := cmd.Start(); err != nil {
+	p.Process, err = framework.Start(logName, s.bin, args, framework.ProcessOptions{Env: env, Output: log})
+	if err != nil {
 		log.Close()
 		return nil, err
 	}
-	p.pid = cmd.Process.Pid
-	go func() { _ = cmd.Wait(); log.Close(); close(p.done) }()
+	p.pid = p.Pid()
+	go func() { <-p.Exited(); log.Close() }()
 	p.sampled.Add(1)
 	go p.sample()
 	return p, nil
@@ -76,7 +71,7 @@ func (p *proc) sample() {
 		select {
 		case <-p.stop:
 			return
-		case <-p.done:
+		case <-p.Exited():
 			return
 		case <-t.C:
 			if m, err := scrape(p.metricsAddr); err == nil {
@@ -88,25 +83,15 @@ func (p *proc) sample() {
 	}
 }
 
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *proc) exited() bool { return !p.Running() }
 
 // terminate sends SIGTERM and waits for the exit, SIGKILL after 30s.
 func (p *proc) terminate() {
 	close(p.stop)
 	p.sampled.Wait()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
+	_ = p.Signal(syscall.SIGTERM)
+	if _, err := p.Wait(30 * time.Second); err != nil {
+		_ = p.Kill()
 	}
 }
 

@@ -155,13 +155,7 @@ func markdown(r *Result, charts map[string]string, chartRound *Round) string {
 		if len(ps) == 0 {
 			continue
 		}
-		med := func(f func(*Phase) float64) float64 {
-			vs := make([]float64, len(ps))
-			for i, p := range ps {
-				vs[i] = f(p)
-			}
-			return median(vs)
-		}
+		med := func(f func(*Phase) float64) float64 { return medianOf(ps, f) }
 		last := ps[len(ps)-1]
 		lat := "–"
 		if last.Mode == "live" {

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/pkg/manager"
 )
 
@@ -308,13 +309,13 @@ func (e *env) deleteNamespaces(ctx context.Context, namespaces []string) error {
 		}
 	}
 	timeout := 5*time.Minute + time.Duration(e.o.n/50)*time.Second
-	return waitFor(ctx, timeout, func() bool {
+	return poll.Until(ctx, "the phase's namespaces to be deleted", 200*time.Millisecond, timeout, func(ctx context.Context) error {
 		for _, ns := range namespaces {
 			if _, err := e.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return false
+				return fmt.Errorf("namespace %s still there (%v)", ns, err)
 			}
 		}
-		return true
+		return nil
 	})
 }
 

@@ -76,12 +76,7 @@ func TestBadCommandLine(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := framework.StartProcess(t, "book-controller", binary, tc.args...)
-			code, err := p.Wait(30 * time.Second)
-			if err != nil {
-				t.Fatalf("%v; output:\n%s", err, p.Tail(20))
-			}
-			out := p.Output()
+			out, code := framework.RunToExit(t, 30*time.Second, "book-controller", binary, tc.args...)
 			if code == 0 {
 				t.Errorf("exit code 0, want non-zero")
 			}

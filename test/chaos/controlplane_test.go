@@ -4,7 +4,6 @@ package chaos_test
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -45,10 +44,7 @@ func controlPlaneFault(t *testing.T, what string, kill func() error, start func(
 
 	// A random moment in the middle of convergence.
 	at := n/10 + rng.IntN(n/2)
-	eventually(t, convergeTimeout(n), fmt.Sprintf("%d Books to sync", at), func() bool {
-		return reconciledOK(t, metricsAddr)-base >= float64(at)
-	})
-	synced := int(reconciledOK(t, metricsAddr) - base)
+	synced := waitSynced(t, metricsAddr, base, at, n)
 	if err := kill(); err != nil {
 		t.Fatalf("killing %s: %v", what, err)
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"ydzs.io/book-controller/internal/poll"
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/test/integration/framework"
@@ -241,7 +242,7 @@ func inspect(ctx context.Context, ns string, exp expectation) (verdict, error) {
 			}
 			if !current || ready.Status != metav1.ConditionFalse || ready.Reason != reason {
 				v.add(&v.lost, "Book %s: want Ready=False %s for generation %d, status is %s", name,
-					reason, b.Generation, describeStatus(b))
+					reason, b.Generation, framework.DescribeBook(b))
 			}
 			continue
 		}
@@ -260,7 +261,7 @@ func inspect(ctx context.Context, ns string, exp expectation) (verdict, error) {
 		if !current || ready.Status != metav1.ConditionTrue || ready.Reason != controller.ReasonConfigMapReady ||
 			b.Status.ConfigMapName != name {
 			v.add(&v.lost, "Book %s: want Ready=True %s for generation %d, status is %s", name,
-				controller.ReasonConfigMapReady, b.Generation, describeStatus(b))
+				controller.ReasonConfigMapReady, b.Generation, framework.DescribeBook(b))
 		}
 	}
 	return v, nil
@@ -286,14 +287,6 @@ func configMapProblem(b *webappv1.Book, cm *corev1.ConfigMap) string {
 	return ""
 }
 
-func describeStatus(b *webappv1.Book) string {
-	c := meta.FindStatusCondition(b.Status.Conditions, controller.ConditionReady)
-	if c == nil {
-		return fmt.Sprintf("observedGeneration %d, no Ready condition", b.Status.ObservedGeneration)
-	}
-	return fmt.Sprintf("observedGeneration %d, Ready=%s %s for generation %d", b.Status.ObservedGeneration, c.Status, c.Reason, c.ObservedGeneration)
-}
-
 func groupOf(apiVersion string) string {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {
@@ -317,45 +310,44 @@ func convergeTimeout(n int) time.Duration {
 func waitConverged(t *testing.T, ns string, exp expectation) time.Duration {
 	t.Helper()
 	start := time.Now()
-	timeout := convergeTimeout(len(exp.want))
-	var v verdict
-	var err error
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		v, err = inspect(ctx, ns, exp)
-		cancel()
-		if err == nil && len(v.problems) == 0 {
-			checked.Add(int64(v.books))
-			return time.Since(start)
-		}
-		if time.Since(start) > timeout {
-			break
-		}
-		time.Sleep(time.Second)
-	}
+	v, err := converge(t.Context(), ns, exp)
 	checked.Add(int64(v.books))
+	if err == nil {
+		return time.Since(start)
+	}
 	lost.Add(int64(v.lost))
 	duplicated.Add(int64(v.duplicated))
-	if err != nil {
-		t.Fatalf("namespace %s did not converge within %v; last inspection failed: %v", ns, timeout, err)
-	}
-	shown := v.problems[:min(len(v.problems), 15)]
-	t.Fatalf("namespace %s did not converge within %v: %d Books, %d lost, %d duplicated, %d problems; the first:\n  %s",
-		ns, timeout, v.books, v.lost, v.duplicated, len(v.problems), strings.Join(shown, "\n  "))
+	t.Fatal(err)
 	return 0
 }
 
-// eventually polls cond every 50ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+// converge polls inspect until the namespace matches exp or
+// convergeTimeout passes, and returns the last verdict and, on timeout, an
+// error that shows its first problems.
+func converge(ctx context.Context, ns string, exp expectation) (verdict, error) {
+	var v verdict
+	// An inspection lists every Book and ConfigMap of the namespace: once a
+	// second is often enough.
+	err := poll.Until(ctx, "namespace "+ns+" to converge", time.Second, convergeTimeout(len(exp.want)), func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		got, err := inspect(ctx, ns, exp)
+		if err != nil {
+			return fmt.Errorf("inspection failed: %w", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		v = got
+		if len(v.problems) == 0 {
+			return nil
+		}
+		shown := v.problems[:min(len(v.problems), 15)]
+		return fmt.Errorf("%d Books, %d lost, %d duplicated, %d problems; the first:\n  %s",
+			v.books, v.lost, v.duplicated, len(v.problems), strings.Join(shown, "\n  "))
+	})
+	return v, err
 }
+
+// pollInterval is how often the chaos tests look at what they wait for.
+const pollInterval = 50 * time.Millisecond
 
 // metricValue scrapes the in-process controller's /metrics at addr.
 func metricValue(t *testing.T, addr, name string, labels ...string) float64 {
@@ -370,15 +362,23 @@ func metricValue(t *testing.T, addr, name string, labels ...string) float64 {
 // waitMetricsUp waits until addr serves /metrics.
 func waitMetricsUp(t *testing.T, addr string) {
 	t.Helper()
-	eventually(t, time.Minute, "/metrics on "+addr, func() bool {
-		code, _, err := framework.HTTPGet(addr, "/metrics")
-		return err == nil && code == 200
-	})
+	poll.Eventually(t, "/metrics on "+addr, pollInterval, time.Minute, framework.AnswersOK(addr, "/metrics"))
 }
 
 // reconciledOK is the process-wide count of successful syncs.
 func reconciledOK(t *testing.T, addr string) float64 {
 	return metricValue(t, addr, "book_controller_reconcile_total", "controller", controller.Name, "result", "success")
+}
+
+// waitSynced waits until at Books more than base have synced successfully,
+// as the controller at addr counts them, and returns how many did.
+func waitSynced(t *testing.T, addr string, base float64, at, n int) int {
+	t.Helper()
+	poll.Eventually(t, fmt.Sprintf("%d Books to sync", at), pollInterval, convergeTimeout(n), func(context.Context) error {
+		synced := reconciledOK(t, addr) - base
+		return poll.Done(synced >= float64(at), "%v synced", synced)
+	})
+	return int(reconciledOK(t, addr) - base)
 }
 
 // startBinary runs the controller binary as a process for namespace ns,
@@ -412,6 +412,18 @@ func writesLogged(p *framework.Process) int {
 		}
 	}
 	return n
+}
+
+// waitWritesLogged waits until p has logged k writes more than before.
+func waitWritesLogged(t *testing.T, p *framework.Process, before, k int) {
+	t.Helper()
+	poll.Eventually(t, fmt.Sprintf("%s to log %d more writes", p.Name, k), pollInterval, time.Minute, func(context.Context) error {
+		n := writesLogged(p) - before
+		if n < k && !p.Running() {
+			t.Fatalf("%s exited after %d more writes, before the %dth:\n%s", p.Name, n, k, p.Tail(20))
+		}
+		return poll.Done(n >= k, "%d more writes logged", n)
+	})
 }
 
 // workRound is round r of rounds of work for a test that kills something

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -104,9 +105,9 @@ func leaderSlot(ctx context.Context, ns string, slots ...*slot) *slot {
 func waitLeaderSlot(t *testing.T, ns string, slots ...*slot) *slot {
 	t.Helper()
 	var l *slot
-	eventually(t, time.Minute, "a running replica to hold the Lease", func() bool {
-		l = leaderSlot(context.Background(), ns, slots...)
-		return l != nil
+	poll.Eventually(t, "a running replica to hold the Lease", pollInterval, time.Minute, func(ctx context.Context) error {
+		l = leaderSlot(ctx, ns, slots...)
+		return poll.Done(l != nil, "held by %q", env.LeaseHolder(ctx, ns, chaosLease))
 	})
 	return l
 }
@@ -191,9 +192,7 @@ func TestLeaderFailover(t *testing.T) {
 		// At least two writes per new Book (ConfigMap, status) are to come;
 		// the log lines only pick the moment of the kill.
 		k := 1 + rng.IntN(batch)
-		eventually(t, time.Minute, fmt.Sprintf("%s to log %d more writes", leader.replica().Name, k), func() bool {
-			return writesLogged(leader.replica().Process)-before >= k
-		})
+		waitWritesLogged(t, leader.replica().Process, before, k)
 		victim := leader.replica()
 		if err := victim.Kill(); err != nil {
 			t.Fatal(err)
@@ -251,9 +250,7 @@ func TestLeaseTaken(t *testing.T) {
 		before := writesLogged(old.Process)
 		batch := workRound(t, ns, rng, want, r, rounds)
 		k := 1 + rng.IntN(batch)
-		eventually(t, time.Minute, fmt.Sprintf("%s to log %d more writes", old.Name, k), func() bool {
-			return writesLogged(old.Process)-before >= k
-		})
+		waitWritesLogged(t, old.Process, before, k)
 		takenAt := env.TakeLease(t, ns, chaosLease, standby.replica().Identity)
 		faults.Add(1)
 		took := expectLossExit(t, old, takenAt)
@@ -438,9 +435,7 @@ func TestSIGTERMDuringTakeover(t *testing.T) {
 		}
 		workRound(t, ns, rng, want, r+1, rounds+1)
 		next := standby.replica()
-		eventually(t, time.Minute, next.Name+" to take the Lease", func() bool {
-			return env.LeaseHolder(context.Background(), ns, chaosLease) == next.Identity
-		})
+		poll.Eventually(t, next.Name+" to take the Lease", pollInterval, time.Minute, env.LeaseHeldBy(ns, chaosLease, next.Identity))
 		if err := next.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}

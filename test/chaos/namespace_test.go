@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -46,10 +47,7 @@ func TestNamespaceDeleted(t *testing.T) {
 	}
 
 	at := n/10 + rng.IntN(n/2)
-	eventually(t, convergeTimeout(n), fmt.Sprintf("%d Books to sync", at), func() bool {
-		return reconciledOK(t, metricsAddr)-base >= float64(at)
-	})
-	synced := int(reconciledOK(t, metricsAddr) - base)
+	synced := waitSynced(t, metricsAddr, base, at, n)
 	total0 := total()
 	deletedAt := time.Now()
 	if err := env.Kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
@@ -58,12 +56,18 @@ func TestNamespaceDeleted(t *testing.T) {
 	faults.Add(1)
 	t.Logf("deleted namespace %s after %d of %d Books synced", ns, synced, n)
 
-	eventually(t, convergeTimeout(n), "the namespace to be gone", func() bool {
-		_, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
+	poll.Eventually(t, "the namespace to be gone", pollInterval, convergeTimeout(n), func(ctx context.Context) error {
+		got, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err == nil {
+			return fmt.Errorf("phase %s, conditions %+v", got.Status.Phase, got.Status.Conditions)
+		}
+		return poll.Done(apierrors.IsNotFound(err), "%v", err)
 	})
 	gone := time.Since(deletedAt)
-	eventually(t, time.Minute, "workqueue_depth{name=book} to return to 0", func() bool { return depth() == 0 })
+	poll.Eventually(t, "workqueue_depth{name=book} to return to 0", pollInterval, time.Minute, func(context.Context) error {
+		d := depth()
+		return poll.Done(d == 0, "workqueue_depth %v", d)
+	})
 	waitReconcilesQuiet(t, metricsAddr, 3*time.Second)
 	if d := depth(); d != 0 {
 		t.Errorf("workqueue_depth{name=book} = %v after the namespace is gone, want 0", d)

@@ -3,10 +3,13 @@
 package chaos_test
 
 import (
+	"context"
 	"fmt"
 	"syscall"
 	"testing"
 	"time"
+
+	"ydzs.io/book-controller/internal/poll"
 )
 
 // TestControllerProcessKilled runs the controller binary and SIGKILLs it at
@@ -38,8 +41,9 @@ func TestControllerProcessKilled(t *testing.T) {
 			// After k writes: a ConfigMap created but not yet the status,
 			// a status half-way through the batch...
 			k := 1 + rng.IntN(2*batch)
-			eventually(t, time.Minute, fmt.Sprintf("controller-%02d to log %d writes", r, k), func() bool {
-				return writesLogged(p) >= k || !p.Running()
+			poll.Eventually(t, fmt.Sprintf("%s to log %d writes or exit", p.Name, k), pollInterval, time.Minute, func(context.Context) error {
+				n := writesLogged(p)
+				return poll.Done(n >= k || !p.Running(), "%d writes logged", n)
 			})
 			how = fmt.Sprintf("after %d writes", k)
 			killedMidway++

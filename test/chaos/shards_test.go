@@ -3,6 +3,7 @@
 package chaos_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"ydzs.io/book-controller/internal/poll"
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -145,10 +147,14 @@ func TestShardHolderKilled(t *testing.T) {
 	var counts []string
 	for i, r := range holders {
 		want := float64(shardNSEach * perNS)
-		eventually(t, time.Minute, fmt.Sprintf("%s to cache the %v Books of shard %d alone", r.Name, want, i), func() bool {
-			got, err := framework.CachedBooks(r.MetricsAddr)
-			return err == nil && got == want
-		})
+		poll.Eventually(t, fmt.Sprintf("%s to cache the %v Books of shard %d alone", r.Name, want, i), pollInterval, time.Minute,
+			func(context.Context) error {
+				got, err := framework.CachedBooks(r.MetricsAddr)
+				if err != nil {
+					return err
+				}
+				return poll.Done(got == want, "book_controller_cached_books %v", got)
+			})
 		counts = append(counts, fmt.Sprintf("shard %d: %v", i, want))
 	}
 	if n, err := framework.CachedBooks(spare.MetricsAddr); err == nil {
@@ -240,13 +246,16 @@ func TestShardHolderPartitioned(t *testing.T) {
 		s.update(t, ns, "healed")
 	}
 	s.converged(t)
-	eventually(t, time.Minute, old.Name+" to hold no shard after the heal, and stand by", func() bool {
+	poll.Eventually(t, old.Name+" to hold no shard after the heal, and stand by", pollInterval, time.Minute, func(context.Context) error {
 		families, err := framework.ScrapeMetrics(old.MetricsAddr)
 		if err != nil {
-			return false
+			return err
 		}
 		held, err := framework.MetricValue(families, "book_controller_shards_held")
-		return err == nil && held == 0
+		if err != nil {
+			return err
+		}
+		return poll.Done(held == 0, "book_controller_shards_held %v", held)
 	})
 	if !old.Running() {
 		t.Errorf("%s exited after losing its only shard; a sharded replica stands by instead:\n%s", old.Name, old.Tail(5))

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -162,10 +163,9 @@ func TestSecondWriter(t *testing.T) {
 // namespace matches exp and the controller has stopped reconciling.
 func settle(t *testing.T, ns string, exp expectation, metricsAddr string) {
 	t.Helper()
-	eventually(t, convergeTimeout(len(exp.want)), "the Books to converge", func() bool {
-		v, err := inspect(context.Background(), ns, exp)
-		return err == nil && len(v.problems) == 0
-	})
+	if _, err := converge(t.Context(), ns, exp); err != nil {
+		t.Fatal(err)
+	}
 	waitReconcilesQuiet(t, metricsAddr, 2*time.Second)
 }
 
@@ -175,11 +175,5 @@ func waitReconcilesQuiet(t *testing.T, metricsAddr string, quiet time.Duration) 
 	count := func() float64 {
 		return metricValue(t, metricsAddr, "book_controller_reconcile_total", "controller", controller.Name)
 	}
-	last, since := count(), time.Now()
-	eventually(t, 2*time.Minute, "reconciles to stop", func() bool {
-		if now := count(); now != last {
-			last, since = now, time.Now()
-		}
-		return time.Since(since) >= quiet
-	})
+	poll.Eventually(t, "reconciles to stop", pollInterval, 2*time.Minute, poll.Unchanged(quiet, count))
 }

@@ -1,10 +1,8 @@
 package binary_test
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -25,11 +23,11 @@ func TestBinary(t *testing.T) {
 	kubeconfig := env.Cluster.KubeconfigPath()
 
 	t.Run("without the CRD it exits with the install hint", func(t *testing.T) {
-		stderr, code := runToExit(t, "-kubeconfig="+kubeconfig)
+		out, code := framework.RunToExit(t, 30*time.Second, "book-controller", binary, "-kubeconfig="+kubeconfig)
 		if code == 0 {
 			t.Fatalf("exit code 0, want non-zero")
 		}
-		assertOneLineError(t, stderr, "kubectl apply -f manifests/crd.yaml")
+		assertOneLineError(t, out, "kubectl apply -f manifests/crd.yaml")
 	})
 
 	if err := framework.InstallCRD(context.Background(), env.Extensions); err != nil {
@@ -114,48 +112,26 @@ func TestBadInputEndsInOneLine(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			stderr, code := runToExit(t, tc.args...)
+			out, code := framework.RunToExit(t, 30*time.Second, "book-controller", binary, tc.args...)
 			if code == 0 {
 				t.Fatalf("exit code 0, want non-zero")
 			}
-			assertOneLineError(t, stderr, tc.want)
+			assertOneLineError(t, out, tc.want)
 		})
 	}
 }
 
-// runToExit runs the binary to completion (bounded) and returns its stderr
-// and exit code.
-func runToExit(t *testing.T, args ...string) (string, int) {
+// assertOneLineError checks that the last line of the output (stdout and
+// stderr) is the error, that it contains want, and that nothing looks like a
+// stack trace.
+func assertOneLineError(t *testing.T, out, want string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG=")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("binary did not exit within 30s; stderr:\n%s", stderr.String())
+	if strings.Contains(out, "goroutine ") || strings.Contains(out, "panic:") {
+		t.Fatalf("stack trace in the output:\n%s", out)
 	}
-	code := 0
-	if exitErr, ok := err.(*exec.ExitError); ok {
-		code = exitErr.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return stderr.String(), code
-}
-
-// assertOneLineError checks that the last line of stderr is the error, that it
-// contains want, and that nothing looks like a stack trace.
-func assertOneLineError(t *testing.T, stderr, want string) {
-	t.Helper()
-	if strings.Contains(stderr, "goroutine ") || strings.Contains(stderr, "panic:") {
-		t.Fatalf("stack trace on stderr:\n%s", stderr)
-	}
-	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 	last := lines[len(lines)-1]
 	if !strings.HasPrefix(last, "book-controller: error: ") || !strings.Contains(last, want) {
-		t.Fatalf("last stderr line %q, want a one-line error containing %q; stderr:\n%s", last, want, stderr)
+		t.Fatalf("last line %q, want a one-line error containing %q; output:\n%s", last, want, out)
 	}
 }

@@ -119,12 +119,19 @@ func testLeaderKilled(t *testing.T) {
 		t.Errorf("the new leader reports leader_election_master_status %v", v)
 	}
 	r := env.CheckLeadership(t, ns, leaseID, framework.TestLeaderTimings.RenewDeadline, false)
-	next, ok := r.FirstLeadershipAfter(killedAt, leader.Identity)
+	expectTakeover(t, r, killedAt, "the kill", leader, standby)
+}
+
+// expectTakeover: the audit log shows standby's leadership as the first
+// after old's, beginning within the lease duration plus 5 s of lostAt.
+func expectTakeover(t *testing.T, r *framework.LeadershipReport, lostAt time.Time, what string, old, standby *framework.Replica) {
+	t.Helper()
+	next, ok := r.FirstLeadershipAfter(lostAt, old.Identity)
 	if !ok || next.Holder != standby.Identity {
-		t.Fatalf("the audit log shows no takeover by %s after the kill", standby.Identity)
+		t.Fatalf("the audit log shows no takeover by %s after %s", standby.Identity, what)
 	}
-	if took, limit := next.From.Sub(killedAt), framework.TestLeaderTimings.LeaseDuration+5*time.Second; took > limit {
-		t.Errorf("takeover took %v, want within %v", took, limit)
+	if took, limit := next.From.Sub(lostAt), framework.TestLeaderTimings.LeaseDuration+5*time.Second; took > limit {
+		t.Errorf("takeover took %v after %s, want within %v", took, what, limit)
 	}
 }
 
@@ -166,13 +173,7 @@ func testPartition(t *testing.T) {
 	time.Sleep(time.Second)
 
 	r := env.CheckLeadership(t, ns, leaseID, framework.TestLeaderTimings.RenewDeadline, false)
-	next, ok := r.FirstLeadershipAfter(cutAt, leader.Identity)
-	if !ok || next.Holder != standby.Identity {
-		t.Fatalf("the audit log shows no takeover by %s after the partition", standby.Identity)
-	}
-	if took, limit := next.From.Sub(cutAt), framework.TestLeaderTimings.LeaseDuration+5*time.Second; took > limit {
-		t.Errorf("takeover took %v after the partition began, want within %v", took, limit)
-	}
+	expectTakeover(t, r, cutAt, "the partition began", leader, standby)
 	// Writes already past the proxy when it was cut land a few
 	// milliseconds later; after the heal, nothing of the old leader may.
 	for _, w := range r.Writes {
@@ -194,9 +195,7 @@ func testSIGTERMDuringTakeover(t *testing.T) {
 	}
 	createBooks(t, ns, "queued", 30)
 
-	framework.Eventually(t, standby.Name+" to take the Lease", func(ctx context.Context) (bool, error) {
-		return env.LeaseHolder(ctx, ns, leaseID) == standby.Identity, nil
-	})
+	framework.Eventually(t, standby.Name+" to take the Lease", env.LeaseHeldBy(ns, leaseID, standby.Identity))
 	if err := standby.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package controller_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -27,9 +26,7 @@ func TestBurstMakesOneCreateAndOneStatusWritePerBook(t *testing.T) {
 		RESTConfig: framework.DelayWatch(counter.Wrap(env.ControllerServiceAccountConfig(t)), "configmaps", 300*time.Millisecond)})
 
 	createBooks(t, ns, n)
-	framework.Eventually(t, fmt.Sprintf("%d Books Ready", n), func(ctx context.Context) (bool, error) {
-		return countReady(ctx, ns) == n, nil
-	})
+	framework.Eventually(t, fmt.Sprintf("%d Books Ready", n), allReady(ns, n))
 	waitQuiet(t, &counter, 2*time.Second)
 
 	configMaps := "/api/v1/namespaces/" + ns + "/configmaps"

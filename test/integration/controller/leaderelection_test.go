@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/rest"
 
+	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/pkg/manager"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -47,9 +49,7 @@ func TestLeaderElectionOnlyLeaderWorksAndStandbyTakesOver(t *testing.T) {
 		Namespace: ns, LeaderElection: testLeaderElection(ns, "replica-a"), ProbeAddr: probeA,
 	})
 	// Let A take the Lease first, so the roles are known.
-	framework.Eventually(t, "replica-a to hold the Lease", func(ctx context.Context) (bool, error) {
-		return leaseHolder(ctx, ns) == "replica-a", nil
-	})
+	framework.Eventually(t, "replica-a to hold the Lease", env.LeaseHeldBy(leaseNamespace, ns, "replica-a"))
 	env.StartController(t, framework.ControllerOptions{
 		Namespace: ns, LeaderElection: testLeaderElection(ns, "replica-b"), ProbeAddr: probeB,
 	})
@@ -62,10 +62,7 @@ func TestLeaderElectionOnlyLeaderWorksAndStandbyTakesOver(t *testing.T) {
 		env.WaitForReady(t, ns, name, metav1.ConditionTrue, "ConfigMapReady")
 	}
 	// The standby is warm and ready, but has written nothing.
-	framework.Eventually(t, "the standby to be ready", func(context.Context) (bool, error) {
-		code, _, err := framework.HTTPGet(probeB, "/readyz")
-		return err == nil && code == http.StatusOK, nil
-	})
+	framework.Eventually(t, "the standby to be ready", framework.AnswersOK(probeB, "/readyz"))
 	events := env.AuditLog(t)
 	if w := writesBy(events, ns, "replica-b"); len(w) != 0 {
 		t.Fatalf("the standby wrote %d times while the leader worked: %v", len(w), w)
@@ -80,9 +77,7 @@ func TestLeaderElectionOnlyLeaderWorksAndStandbyTakesOver(t *testing.T) {
 	if err := a.Stop(); err != nil {
 		t.Fatalf("leader stopped with %v", err)
 	}
-	framework.Eventually(t, "replica-b to take the Lease", func(ctx context.Context) (bool, error) {
-		return leaseHolder(ctx, ns) == "replica-b", nil
-	})
+	framework.Eventually(t, "replica-b to take the Lease", env.LeaseHeldBy(leaseNamespace, ns, "replica-b"))
 	if took := time.Since(stoppedAt); took > 4*time.Second+5*time.Second {
 		t.Errorf("takeover took %v, want within the lease duration plus 5s", took)
 	}
@@ -110,14 +105,12 @@ func TestGracefulStopReleasesAndLeavesNothing(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	a := env.StartController(t, framework.ControllerOptions{Namespace: ns,
 		LeaderElection: testLeaderElection(ns, "replica-a"), RESTConfig: saConfig})
-	framework.Eventually(t, "replica-a to hold the Lease", func(ctx context.Context) (bool, error) {
-		return leaseHolder(ctx, ns) == "replica-a", nil
-	})
+	framework.Eventually(t, "replica-a to hold the Lease", env.LeaseHeldBy(leaseNamespace, ns, "replica-a"))
 	createBooks(t, ns, 20)
 	if err := a.Stop(); err != nil {
 		t.Fatalf("Run after a graceful stop: %v, want nil", err)
 	}
-	if h := leaseHolder(context.Background(), ns); h != "" {
+	if h := env.LeaseHolder(context.Background(), leaseNamespace, ns); h != "" {
 		t.Errorf("the Lease is held by %q after the leader stopped, want released", h)
 	}
 	r := checkLeadership(t, env.AuditLog(t), ns)
@@ -140,9 +133,7 @@ func TestLeaseTakenLeaderStopsWritingAndReturns(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 
 	a := env.StartController(t, framework.ControllerOptions{Namespace: ns, LeaderElection: le, RESTConfig: saConfig})
-	framework.Eventually(t, "replica-a to hold the Lease", func(ctx context.Context) (bool, error) {
-		return leaseHolder(ctx, ns) == "replica-a", nil
-	})
+	framework.Eventually(t, "replica-a to hold the Lease", env.LeaseHeldBy(leaseNamespace, ns, "replica-a"))
 	created := make(chan error, 1)
 	go func() {
 		var err error
@@ -154,17 +145,21 @@ func TestLeaseTakenLeaderStopsWritingAndReturns(t *testing.T) {
 		}
 		created <- err
 	}()
+	creating := sync.OnceValue(func() error { return <-created })
 	defer func() {
-		if err := <-created; err != nil {
+		if err := creating(); err != nil {
 			t.Errorf("creating Books: %v", err)
 		}
 	}()
-	framework.Eventually(t, "replica-a to be writing", func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, "replica-a to be writing", func(ctx context.Context) error {
 		cms, err := env.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
-		return err == nil && len(cms.Items) >= 20, nil
+		if err != nil {
+			return err
+		}
+		return poll.Done(len(cms.Items) >= 20, "%d ConfigMaps", len(cms.Items))
 	})
 
-	takenAt := takeLease(t, ns, "replica-b")
+	takenAt := env.TakeLease(t, leaseNamespace, ns, "replica-b")
 	select {
 	case <-a.Exited():
 	case <-time.After(le.RenewDeadline + 2*time.Second):
@@ -184,6 +179,9 @@ func TestLeaseTakenLeaderStopsWritingAndReturns(t *testing.T) {
 		// period later; a second covers the round trips on a loaded machine.
 		t.Errorf("replica-a wrote %v after the Lease was taken: %v", last[n-1].At.Sub(takenAt), last[n-1])
 	}
+	// The goroutine creating Books is the test's own, and may still be at
+	// it on a loaded machine: it must end before goroutines are counted.
+	creating()
 	goleak.VerifyNone(t, ignore)
 }
 
@@ -220,9 +218,7 @@ func TestLeaseLostDuringDrainCutsItShort(t *testing.T) {
 	})
 	ignore := goleak.IgnoreCurrent()
 	a := env.StartController(t, framework.ControllerOptions{Namespace: ns, LeaderElection: le, RESTConfig: cfg, Workers: 1})
-	framework.Eventually(t, "replica-a to hold the Lease", func(ctx context.Context) (bool, error) {
-		return leaseHolder(ctx, ns) == "replica-a", nil
-	})
+	framework.Eventually(t, "replica-a to hold the Lease", env.LeaseHeldBy(leaseNamespace, ns, "replica-a"))
 	createBooks(t, ns, books)
 	select {
 	case <-writing:
@@ -262,24 +258,6 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// takeLease makes holder the holder of the test's Lease for an hour, as a
-// partitioned leader finds it when it comes back, and returns when.
-func takeLease(t *testing.T, ns, holder string) time.Time {
-	t.Helper()
-	leases := env.Kube.CoordinationV1().Leases(leaseNamespace)
-	lease, err := leases.Get(context.Background(), ns, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := metav1.NewMicroTime(time.Now())
-	hour := int32(3600)
-	lease.Spec.HolderIdentity, lease.Spec.RenewTime, lease.Spec.LeaseDurationSeconds = &holder, &now, &hour
-	if _, err := leases.Update(context.Background(), lease, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return now.Time
-}
-
 // writesBy returns the writes of Books, ConfigMaps and Events in ns that the
 // audit log attributes to the replica identity.
 func writesBy(events []auditv1.Event, ns, identity string) []framework.AuditWrite {
@@ -313,14 +291,6 @@ func checkLeadership(t *testing.T, events []auditv1.Event, ns string) *framework
 		}
 	}
 	return r
-}
-
-func leaseHolder(ctx context.Context, ns string) string {
-	lease, err := env.Kube.CoordinationV1().Leases(leaseNamespace).Get(ctx, ns, metav1.GetOptions{})
-	if err != nil || lease.Spec.HolderIdentity == nil {
-		return ""
-	}
-	return *lease.Spec.HolderIdentity
 }
 
 // TestLeaseThatCannotBeHeldFailsAtStart: a Lease namespace that does not

@@ -20,10 +20,7 @@ func TestMetricsAndProbes(t *testing.T) {
 	metricsAddr, probeAddr := framework.FreeAddr(t), framework.FreeAddr(t)
 	env.StartController(t, framework.ControllerOptions{Namespace: ns, MetricsAddr: metricsAddr, ProbeAddr: probeAddr})
 
-	framework.Eventually(t, "/readyz to answer 200 once caches sync", func(context.Context) (bool, error) {
-		code, _, err := framework.HTTPGet(probeAddr, "/readyz")
-		return err == nil && code == http.StatusOK, nil
-	})
+	framework.Eventually(t, "/readyz to answer 200 once caches sync", framework.AnswersOK(probeAddr, "/readyz"))
 	if code, _, err := framework.HTTPGet(probeAddr, "/healthz"); err != nil || code != http.StatusOK {
 		t.Fatalf("/healthz: code %d, err %v", code, err)
 	}

@@ -2,6 +2,8 @@ package controller_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/pkg/localcluster"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -58,9 +61,12 @@ func TestRecreatedBookIsReadyWhenTheEarlierConfigMapGoes(t *testing.T) {
 	if err := books.Delete(ctx, "again", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, "the first Book to be gone", func(ctx context.Context) (bool, error) {
-		_, err := books.Get(ctx, "again", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+	framework.Eventually(t, "the first Book to be gone", func(ctx context.Context) error {
+		b, err := books.Get(ctx, "again", metav1.GetOptions{})
+		if err == nil {
+			return fmt.Errorf("Book %s exists, deletionTimestamp %v", b.UID, b.DeletionTimestamp)
+		}
+		return poll.Done(apierrors.IsNotFound(err), "%v", err)
 	})
 	second, err := books.Create(ctx, framework.NewBook(ns, "again", "second", 2), metav1.CreateOptions{})
 	if err != nil {
@@ -111,21 +117,19 @@ func TestRecreatedBookIsReadyWhenTheEarlierConfigMapGoes(t *testing.T) {
 	// is still far from the recheck that would otherwise end the wait.
 	const bound = 2 * time.Second
 	var readyAfter time.Duration
-	for readyAfter == 0 {
-		b, err := books.Get(ctx, "again", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c := meta.FindStatusCondition(b.Status.Conditions, "Ready"); c != nil && c.Status == metav1.ConditionTrue &&
-			c.Reason == "ConfigMapReady" && c.ObservedGeneration == b.Generation {
-			readyAfter = time.Since(deleted)
-			break
-		}
-		if time.Since(deleted) > 5*bound {
-			t.Fatalf("Book not Ready %v after the earlier ConfigMap's deletion (want within %v)", time.Since(deleted).Round(time.Millisecond), bound)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Eventually(t, fmt.Sprintf("the Book to be Ready (want within %v of the earlier ConfigMap's deletion)", bound),
+		20*time.Millisecond, time.Until(deleted.Add(5*bound)), func(ctx context.Context) error {
+			b, err := books.Get(ctx, "again", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := meta.FindStatusCondition(b.Status.Conditions, "Ready")
+			if c != nil && c.Status == metav1.ConditionTrue && c.Reason == "ConfigMapReady" && c.ObservedGeneration == b.Generation {
+				readyAfter = time.Since(deleted)
+				return nil
+			}
+			return errors.New(framework.DescribeBook(b))
+		})
 	t.Logf("Ready %v after the earlier ConfigMap's deletion", readyAfter.Round(time.Millisecond))
 	if readyAfter > bound {
 		t.Errorf("Book Ready %v after the earlier ConfigMap's deletion, want within %v", readyAfter.Round(time.Millisecond), bound)

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/manager"
 	"ydzs.io/book-controller/pkg/metrics"
@@ -28,9 +29,7 @@ func TestRestartOverConvergedBooksMakesNoWrites(t *testing.T) {
 	first := env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 8})
 
 	createBooks(t, ns, n)
-	framework.Eventually(t, fmt.Sprintf("%d Books Ready", n), func(ctx context.Context) (bool, error) {
-		return countReady(ctx, ns) == n, nil
-	})
+	framework.Eventually(t, fmt.Sprintf("%d Books Ready", n), allReady(ns, n))
 	if err := first.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -44,11 +43,13 @@ func TestRestartOverConvergedBooksMakesNoWrites(t *testing.T) {
 	// Synced and idle: the initial lists (and the preflight) are done, and
 	// the request count has stopped moving for a while, long enough for 200
 	// queued syncs to have run many times over.
-	framework.Eventually(t, "the restarted controller to list its caches", func(context.Context) (bool, error) {
-		return counter.Gets() >= 3, nil
+	framework.Eventually(t, "the restarted controller to list its caches", func(context.Context) error {
+		gets := counter.Gets()
+		return poll.Done(gets >= 3, "%d GETs", gets)
 	})
-	framework.Eventually(t, fmt.Sprintf("the restarted controller to sync all %d Books", n), func(context.Context) (bool, error) {
-		return testutil.ToFloat64(synced)-syncedBefore >= n, nil
+	framework.Eventually(t, fmt.Sprintf("the restarted controller to sync all %d Books", n), func(context.Context) error {
+		syncs := testutil.ToFloat64(synced) - syncedBefore
+		return poll.Done(syncs >= n, "%v successful syncs", syncs)
 	})
 	waitQuiet(t, &counter, 3*time.Second)
 	if w := counter.Writes(); w != 0 {
@@ -64,8 +65,8 @@ func TestRestartOverConvergedBooksMakesNoWrites(t *testing.T) {
 	if len(written) != 0 {
 		t.Errorf("the audit log shows %d writes after the restart: %v", len(written), written)
 	}
-	if got := countReady(ctx, ns); got != n {
-		t.Errorf("%d of %d Books Ready after the restart", got, n)
+	if err := allReady(ns, n)(ctx); err != nil {
+		t.Errorf("after the restart: %v", err)
 	}
 }
 
@@ -93,34 +94,29 @@ func createBooks(t *testing.T, ns string, n int) {
 	}
 }
 
-func countReady(ctx context.Context, ns string) int {
-	list, err := env.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return -1
-	}
-	ready := 0
-	for _, b := range list.Items {
-		for _, c := range b.Status.Conditions {
-			if c.Type == "Ready" && c.Status == metav1.ConditionTrue && c.ObservedGeneration == b.Generation {
-				ready++
+// allReady is a check that the n Books in ns are all Ready for their
+// current generation.
+func allReady(ns string, n int) poll.Check {
+	return func(ctx context.Context) error {
+		list, err := env.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		ready := 0
+		for _, b := range list.Items {
+			for _, c := range b.Status.Conditions {
+				if c.Type == "Ready" && c.Status == metav1.ConditionTrue && c.ObservedGeneration == b.Generation {
+					ready++
+				}
 			}
 		}
+		return poll.Done(ready == n, "%d of %d Books Ready", ready, len(list.Items))
 	}
-	return ready
 }
 
 // waitQuiet waits until no request has gone through counter for quiet.
 func waitQuiet(t *testing.T, counter *framework.RequestCounter, quiet time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(framework.Timeout)
-	last, lastChange := counter.Gets()+counter.Writes(), time.Now()
-	for time.Since(lastChange) < quiet {
-		if time.Now().After(deadline) {
-			t.Fatalf("the controller never went idle")
-		}
-		time.Sleep(100 * time.Millisecond)
-		if now := counter.Gets() + counter.Writes(); now != last {
-			last, lastChange = now, time.Now()
-		}
-	}
+	framework.Eventually(t, fmt.Sprintf("the controller to go idle (no request for %v)", quiet),
+		poll.Unchanged(quiet, func() int { return counter.Gets() + counter.Writes() }))
 }

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	certutil "k8s.io/client-go/util/cert"
 
+	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -55,10 +56,8 @@ func TestSecureMetrics(t *testing.T) {
 		env.WaitForReady(t, n, "b", metav1.ConditionTrue, "ConfigMapReady")
 	}
 
-	framework.Eventually(t, "the secure metrics endpoint to answer the scraper 200", func(context.Context) (bool, error) {
-		code, _, err := framework.HTTPSGet(secureAddr, "/metrics", readerToken, nil)
-		return err == nil && code == http.StatusOK, nil
-	})
+	framework.Eventually(t, "the secure metrics endpoint to answer the scraper 200",
+		framework.AnswersOKOverTLS(secureAddr, "/metrics", readerToken, nil))
 
 	t.Run("the body is what plain HTTP serves", func(t *testing.T) {
 		code, body, err := framework.HTTPSGet(secureAddr, "/metrics", readerToken, nil)
@@ -144,17 +143,16 @@ func TestSecureMetricsCertDir(t *testing.T) {
 	addr := framework.FreeAddr(t)
 	env.StartController(t, framework.ControllerOptions{Namespace: ns, MetricsAddr: addr, MetricsSecure: true, MetricsCertDir: dir})
 
-	framework.Eventually(t, "a verified scrape with the first certificate's CA", func(context.Context) (bool, error) {
-		code, _, err := framework.HTTPSGet(addr, "/metrics", token, first.roots)
-		return err == nil && code == http.StatusOK, nil
-	})
+	framework.Eventually(t, "a verified scrape with the first certificate's CA",
+		framework.AnswersOKOverTLS(addr, "/metrics", token, first.roots))
 	if got := servedSerial(t, addr); got != first.serial {
 		t.Fatalf("served certificate serial %s, want the one in %s (%s)", got, dir, first.serial)
 	}
 
 	second := writeServingCert(t, dir)
-	framework.Eventually(t, "the rewritten certificate to be served", func(context.Context) (bool, error) {
-		return servedSerial(t, addr) == second.serial, nil
+	framework.Eventually(t, "the rewritten certificate to be served", func(context.Context) error {
+		got := servedSerial(t, addr)
+		return poll.Done(got == second.serial, "serial %s served", got)
 	})
 	if code, b, err := framework.HTTPSGet(addr, "/metrics", token, second.roots); err != nil || code != http.StatusOK {
 		t.Errorf("verified scrape with the new certificate: %d %q %v", code, firstLine(b), err)

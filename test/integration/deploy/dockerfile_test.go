@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 
@@ -98,9 +99,9 @@ func TestDockerfileBuild(t *testing.T) {
 			toTyped(t, find(t, env.RenderManifests(t, dir), "Deployment", controllerNamespace, controllerName), &d)
 			args := d.Spec.Template.Spec.Containers[0].Args
 			// --help last: every flag before it must parse, then usage, exit 0.
-			cmd := exec.Command(out, append(slices.Clone(args), "--help")...)
-			if output, err := cmd.CombinedOutput(); err != nil {
-				t.Errorf("%s: /book-controller %s --help: %v\n%s", dir, strings.Join(args, " "), err, output)
+			output, code := framework.RunToExit(t, time.Minute, "/book-controller", out, append(slices.Clone(args), "--help")...)
+			if code != 0 {
+				t.Errorf("%s: /book-controller %s --help: exit code %d\n%s", dir, strings.Join(args, " "), code, output)
 			}
 		}
 	})

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
+	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -92,33 +93,21 @@ func installMonitoringCRDs(t *testing.T) {
 		if err := yaml.UnmarshalStrict(data, &crd); err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
-		_, err = env.Extensions.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := framework.ApplyCRD(ctx, env.Extensions, &crd); err != nil {
 			t.Fatalf("installing %s: %v", crd.Name, err)
 		}
-		framework.Eventually(t, crd.Name+" to be established", func(ctx context.Context) (bool, error) {
-			got, err := env.Extensions.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, c := range got.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
 	}
-	framework.Eventually(t, "discovery to serve monitoring.coreos.com/v1", func(context.Context) (bool, error) {
+	framework.Eventually(t, "discovery to serve monitoring.coreos.com/v1", func(context.Context) error {
 		list, err := env.Kube.Discovery().ServerResourcesForGroupVersion("monitoring.coreos.com/v1")
 		if err != nil {
-			return false, nil
+			return err
 		}
 		var names []string
 		for _, r := range list.APIResources {
 			names = append(names, r.Name)
 		}
-		return slices.Contains(names, "servicemonitors") && slices.Contains(names, "prometheusrules"), nil
+		return poll.Done(slices.Contains(names, "servicemonitors") && slices.Contains(names, "prometheusrules"),
+			"resources %v", names)
 	})
 }
 
@@ -251,13 +240,13 @@ func TestPrometheusScraperToken(t *testing.T) {
 		_ = env.Kube.CoreV1().ServiceAccounts(controllerNamespace).Delete(context.Background(), scraperName, metav1.DeleteOptions{})
 	})
 	var token string
-	framework.Eventually(t, "the token controller to fill in "+scraperTokenSecret, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, "the token controller to fill in "+scraperTokenSecret, func(ctx context.Context) error {
 		s, err := env.Kube.CoreV1().Secrets(controllerNamespace).Get(ctx, scraperTokenSecret, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return err
 		}
 		token = string(s.Data[corev1.ServiceAccountTokenKey])
-		return token != "", nil
+		return poll.Done(token != "", "no %s in the Secret yet", corev1.ServiceAccountTokenKey)
 	})
 
 	// The controller's own token, to show a valid token is not enough.
@@ -268,9 +257,12 @@ func TestPrometheusScraperToken(t *testing.T) {
 
 	addr := framework.FreeAddr(t)
 	env.StartController(t, framework.ControllerOptions{Namespace: ns, MetricsAddr: addr, MetricsSecure: true})
-	framework.Eventually(t, "the scraper's token to get the metrics", func(context.Context) (bool, error) {
+	framework.Eventually(t, "the scraper's token to get the metrics", func(context.Context) error {
 		code, body, err := framework.HTTPSGet(addr, "/metrics", token, nil)
-		return err == nil && code == http.StatusOK && strings.Contains(body, "workqueue_depth"), nil
+		if err != nil {
+			return err
+		}
+		return poll.Done(code == http.StatusOK && strings.Contains(body, "workqueue_depth"), "code %d, %d bytes", code, len(body))
 	})
 	for _, c := range []struct {
 		name, token string

@@ -12,9 +12,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
+	"ydzs.io/book-controller/internal/poll"
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
@@ -38,21 +38,27 @@ func InstallCRD(ctx context.Context, client apiextensionsclient.Interface) error
 	if err != nil {
 		return err
 	}
+	return ApplyCRD(ctx, client, crd)
+}
+
+// ApplyCRD creates crd unless it exists and waits up to a minute until it is
+// Established, when its API is served.
+func ApplyCRD(ctx context.Context, client apiextensionsclient.Interface, crd *apiextensionsv1.CustomResourceDefinition) error {
 	crds := client.ApiextensionsV1().CustomResourceDefinitions()
 	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the Book CRD: %w", err)
+		return fmt.Errorf("creating the CRD %s: %w", crd.Name, err)
 	}
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	return poll.Until(ctx, "the CRD "+crd.Name+" to be Established", PollInterval, time.Minute, func(ctx context.Context) error {
 		got, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return err
 		}
 		for _, c := range got.Status.Conditions {
 			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
+				return nil
 			}
 		}
-		return false, nil
+		return fmt.Errorf("conditions %+v", got.Status.Conditions)
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	"ydzs.io/book-controller/pkg/localcluster"
 )
@@ -66,7 +67,7 @@ func Setup(installCRD bool) (*Env, error) {
 	}
 	env, err := newEnv(cluster)
 	if err == nil && installCRD {
-		err = env.installCRDBeforeGC(ctx)
+		err = env.InstallCRDBeforeGC(ctx)
 	}
 	if err != nil {
 		_ = cluster.Stop()
@@ -121,11 +122,11 @@ func Main(m *testing.M, installCRD bool, env **Env) {
 	os.Exit(code)
 }
 
-// installCRDBeforeGC installs the CRD and restarts kube-controller-manager.
+// InstallCRDBeforeGC installs the CRD and restarts kube-controller-manager.
 // The garbage collector looks for new resource types only every 30 seconds;
 // started after the CRD, it watches Books from the first moment, so tests of
 // garbage collection don't wait out that period.
-func (e *Env) installCRDBeforeGC(ctx context.Context) error {
+func (e *Env) InstallCRDBeforeGC(ctx context.Context) error {
 	if err := InstallCRD(ctx, e.Extensions); err != nil {
 		return err
 	}
@@ -152,26 +153,24 @@ func (e *Env) AuditLog(t testing.TB) []auditv1.Event {
 		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Fatalf("writing the audit log's sentinel: %v", err)
 	}
-	deadline := time.Now().Add(Timeout)
-	for {
+	poll.Eventually(t, "the audit log to record the sentinel request "+sentinel, 50*time.Millisecond, Timeout, func(context.Context) error {
 		events, err := ReadAuditLog(e.Cluster.AuditLogPath())
 		if err != nil {
 			t.Fatalf("reading the audit log: %v", err)
 		}
 		for i := len(events) - 1; i >= 0; i-- {
 			if ref := events[i].ObjectRef; ref != nil && ref.Name == sentinel {
-				time.Sleep(500 * time.Millisecond)
-				if events, err = ReadAuditLog(e.Cluster.AuditLogPath()); err != nil {
-					t.Fatalf("reading the audit log: %v", err)
-				}
-				return events
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the audit log has no line for the sentinel request after %v", Timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return fmt.Errorf("%d events, none about the sentinel", len(events))
+	})
+	time.Sleep(500 * time.Millisecond)
+	events, err := ReadAuditLog(e.Cluster.AuditLogPath())
+	if err != nil {
+		t.Fatalf("reading the audit log: %v", err)
 	}
+	return events
 }
 
 // EditedKubeconfig writes to dir/name a copy of the admin kubeconfig changed

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/pkg/localcluster"
 )
 
@@ -79,6 +81,28 @@ func HTTPSGet(addr, path, token string, roots *x509.CertPool) (int, string, erro
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body), err
+}
+
+// AnswersOK is a check that GET http://addr+path answers 200.
+func AnswersOK(addr, path string) poll.Check {
+	return func(context.Context) error { return answeredOK(HTTPGet(addr, path)) }
+}
+
+// AnswersOKOverTLS is AnswersOK over TLS with a bearer token, the server's
+// certificate checked as HTTPSGet does.
+func AnswersOKOverTLS(addr, path, token string, roots *x509.CertPool) poll.Check {
+	return func(context.Context) error { return answeredOK(HTTPSGet(addr, path, token, roots)) }
+}
+
+func answeredOK(code int, body string, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case code != http.StatusOK:
+		first, _, _ := strings.Cut(body, "\n")
+		return fmt.Errorf("code %d: %s", code, first)
+	}
+	return nil
 }
 
 // Scrape fetches /metrics from addr and parses the Prometheus text format.

@@ -45,6 +45,7 @@ type Process struct {
 	Name string
 
 	cmd    *exec.Cmd
+	output io.Writer     // where the output goes instead of lines, if set
 	exited chan struct{} // closed once the process is reaped and its output read
 
 	mu       sync.Mutex
@@ -58,7 +59,7 @@ type Process struct {
 // (if still running) and, if the test failed, logs the end of its output.
 func StartProcess(t testing.TB, name, bin string, args ...string) *Process {
 	t.Helper()
-	p, err := startProcess(name, bin, args)
+	p, err := Start(name, bin, args, ProcessOptions{})
 	if err != nil {
 		t.Fatalf("starting %s: %v", name, err)
 	}
@@ -71,9 +72,39 @@ func StartProcess(t testing.TB, name, bin string, args ...string) *Process {
 	return p
 }
 
-func startProcess(name, bin string, args []string) (*Process, error) {
+// RunToExit runs bin with args that make it stop by itself (bad input,
+// --help) and returns its output and exit code. It fails the test if bin
+// still runs after timeout.
+func RunToExit(t testing.TB, timeout time.Duration, name, bin string, args ...string) (output string, code int) {
+	t.Helper()
+	p := StartProcess(t, name, bin, args...)
+	code, err := p.Wait(timeout)
+	if err != nil {
+		t.Fatalf("%v; output:\n%s", err, p.Tail(20))
+	}
+	return p.Output(), code
+}
+
+// ProcessOptions are what Start may change about a process.
+type ProcessOptions struct {
+	// Env, if not nil, is the environment instead of this process's.
+	Env []string
+	// Output, if set, receives the process's output, which the Process
+	// then does not keep (Lines and Tail are empty): for long runs, such as
+	// the benchmark's, whose logs go to files.
+	Output io.Writer
+}
+
+// Start starts bin with args, for programs that are not tests (the
+// benchmark): nothing kills it but the caller, or the death of this
+// process. KUBECONFIG is emptied: the flags say which cluster.
+func Start(name, bin string, args []string, o ProcessOptions) (*Process, error) {
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG=")
+	env := o.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(env[:len(env):len(env)], "KUBECONFIG=")
 	// Without Setpgid a SIGINT from the terminal reaches the child too,
 	// which is what we want; Pdeathsig kills it if this process dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -88,7 +119,7 @@ func startProcess(name, bin string, args []string) (*Process, error) {
 		return nil, err
 	}
 	pw.Close() // the child holds its own copy
-	p := &Process{Name: name, cmd: cmd, exited: make(chan struct{})}
+	p := &Process{Name: name, cmd: cmd, output: o.Output, exited: make(chan struct{})}
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
@@ -108,6 +139,10 @@ func startProcess(name, bin string, args []string) (*Process, error) {
 }
 
 func (p *Process) readLines(r io.Reader) {
+	if p.output != nil {
+		_, _ = io.Copy(p.output, r)
+		return
+	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
 	for sc.Scan() {

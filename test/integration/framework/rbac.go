@@ -18,6 +18,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"ydzs.io/book-controller/internal/poll"
 )
 
 // ManifestsDir is the kustomization that `kubectl apply -k manifests/`
@@ -160,21 +162,22 @@ func (e *Env) ImpersonateServiceAccount(namespace, name string) *rest.Config {
 func (e *Env) WaitForAccess(t testing.TB, cfg *rest.Config, attrs ...authorizationv1.ResourceAttributes) {
 	t.Helper()
 	for _, a := range attrs {
-		Eventually(t, fmt.Sprintf("%s to be allowed to %s %s/%s in %q", cfg.Impersonate.UserName, a.Verb, a.Resource, a.Subresource, a.Namespace),
-			func(ctx context.Context) (bool, error) {
-				review, err := e.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-					Spec: authorizationv1.SubjectAccessReviewSpec{
-						User:               cfg.Impersonate.UserName,
-						Groups:             cfg.Impersonate.Groups,
-						ResourceAttributes: &a,
-					},
-				}, metav1.CreateOptions{})
-				if err != nil {
-					return false, nil
-				}
-				return review.Status.Allowed, nil
-			})
+		e.WaitForAllowed(t, fmt.Sprintf("%s to be allowed to %s %s/%s in %q", cfg.Impersonate.UserName, a.Verb, a.Resource, a.Subresource, a.Namespace),
+			authorizationv1.SubjectAccessReviewSpec{User: cfg.Impersonate.UserName, Groups: cfg.Impersonate.Groups, ResourceAttributes: &a})
 	}
+}
+
+// WaitForAllowed waits until the authorizer allows what spec asks.
+func (e *Env) WaitForAllowed(t testing.TB, what string, spec authorizationv1.SubjectAccessReviewSpec) {
+	t.Helper()
+	Eventually(t, what, func(ctx context.Context) error {
+		review, err := e.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx,
+			&authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		return poll.Done(review.Status.Allowed, "not allowed (reason %q)", review.Status.Reason)
+	})
 }
 
 var (

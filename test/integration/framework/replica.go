@@ -11,6 +11,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"ydzs.io/book-controller/internal/poll"
 )
 
 // LeaderTimings are a Lease's duration, renew deadline and retry period.
@@ -89,21 +91,19 @@ func (e *Env) StartReplica(t testing.TB, bin, name string, o ReplicaOptions) *Re
 		"--metrics-bind-address", r.MetricsAddr, "--health-probe-bind-address", r.ProbeAddr}...)
 	args = append(args, o.Args...)
 	r.Process = StartProcess(t, name, bin, args...)
-	deadline := time.Now().Add(Timeout)
-	for r.Identity == "" {
+	// Look often: every test with replicas waits here for each one it starts.
+	poll.Eventually(t, name+" to start and name itself", 20*time.Millisecond, Timeout, func(context.Context) error {
 		for _, l := range r.Lines() {
 			if m := identityRE.FindStringSubmatch(l.Text); m != nil {
 				r.Identity = m[1]
+				return nil
 			}
 		}
-		if r.Identity != "" {
-			break
+		if !r.Running() {
+			t.Fatalf("%s exited before it named itself:\n%s", name, r.Tail(30))
 		}
-		if !r.Running() || time.Now().After(deadline) {
-			t.Fatalf("%s did not start:\n%s", name, r.Tail(30))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("no identity logged yet; last lines:\n%s", r.Tail(30))
+	})
 	return r
 }
 
@@ -116,20 +116,28 @@ func (e *Env) LeaseHolder(ctx context.Context, namespace, name string) string {
 	return *lease.Spec.HolderIdentity
 }
 
+// LeaseHeldBy is a check that the Lease namespace/name is held by holder.
+func (e *Env) LeaseHeldBy(namespace, name, holder string) poll.Check {
+	return func(ctx context.Context) error {
+		h := e.LeaseHolder(ctx, namespace, name)
+		return poll.Done(h == holder, "held by %q", h)
+	}
+}
+
 // WaitForLeaseHolder waits until one of replicas holds the Lease and
 // returns it.
 func (e *Env) WaitForLeaseHolder(t testing.TB, namespace, name string, replicas ...*Replica) *Replica {
 	t.Helper()
 	var holder *Replica
-	Eventually(t, "a replica to hold the Lease "+namespace+"/"+name, func(ctx context.Context) (bool, error) {
+	Eventually(t, "a replica to hold the Lease "+namespace+"/"+name, func(ctx context.Context) error {
 		h := e.LeaseHolder(ctx, namespace, name)
 		for _, r := range replicas {
 			if r.Identity == h {
 				holder = r
-				return true, nil
+				return nil
 			}
 		}
-		return false, nil
+		return fmt.Errorf("held by %q", h)
 	})
 	return holder
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
+	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/pkg/manager"
 )
 
@@ -58,9 +59,8 @@ func (e *Env) ShardHolders(ctx context.Context, namespace, leaseID string, n int
 func (e *Env) WaitForShardHolders(t testing.TB, namespace, leaseID string, n int, replicas ...*Replica) []*Replica {
 	t.Helper()
 	holders := make([]*Replica, n)
-	var last []string
-	Eventually(t, fmt.Sprintf("%d shards held by %d replicas", n, min(n, len(replicas))), func(ctx context.Context) (bool, error) {
-		last = e.ShardHolders(ctx, namespace, leaseID, n)
+	Eventually(t, fmt.Sprintf("%d shards held by %d replicas", n, min(n, len(replicas))), func(ctx context.Context) error {
+		last := e.ShardHolders(ctx, namespace, leaseID, n)
 		distinct := map[*Replica]bool{}
 		for i, h := range last {
 			holders[i] = nil
@@ -70,11 +70,11 @@ func (e *Env) WaitForShardHolders(t testing.TB, namespace, leaseID string, n int
 				}
 			}
 			if holders[i] == nil {
-				return false, nil
+				return fmt.Errorf("shard holders %q: shard %d held by none of the running replicas", last, i)
 			}
 			distinct[holders[i]] = true
 		}
-		return len(distinct) == min(n, len(replicas)), nil
+		return poll.Done(len(distinct) == min(n, len(replicas)), "shard holders %q", last)
 	})
 	return holders
 }

@@ -50,14 +50,9 @@ func (e *Env) BindClusterRole(t testing.TB, clusterRole, ns, name, verb, path st
 		_ = e.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
 	})
 	user := "system:serviceaccount:" + ns + ":" + name
-	Eventually(t, fmt.Sprintf("%s to be allowed to %s %s", user, verb, path), func(ctx context.Context) (bool, error) {
-		review, err := e.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{
-				User:                  user,
-				Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-				NonResourceAttributes: &authorizationv1.NonResourceAttributes{Verb: verb, Path: path},
-			},
-		}, metav1.CreateOptions{})
-		return err == nil && review.Status.Allowed, nil
+	e.WaitForAllowed(t, fmt.Sprintf("%s to be allowed to %s %s", user, verb, path), authorizationv1.SubjectAccessReviewSpec{
+		User:                  user,
+		Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Verb: verb, Path: path},
 	})
 }

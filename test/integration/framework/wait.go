@@ -2,6 +2,8 @@ package framework
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,37 +11,49 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
+	"ydzs.io/book-controller/internal/poll"
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
 // Timeout bounds every wait on the cluster.
 const Timeout = 60 * time.Second
 
-// Eventually polls cond until it returns true or Timeout passes, then fails
-// the test with what.
-func Eventually(t testing.TB, what string, cond func(ctx context.Context) (bool, error)) {
+// PollInterval is how often a wait on the cluster looks.
+const PollInterval = 100 * time.Millisecond
+
+// Eventually is poll.Eventually at the cluster's pace: it looks every
+// PollInterval and fails the test after Timeout, naming what was awaited
+// and the state check last reported.
+func Eventually(t testing.TB, what string, check poll.Check) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, Timeout, true, cond)
-	if err != nil {
-		t.Fatalf("timed out waiting for %s: %v", what, err)
-	}
+	poll.Eventually(t, what, PollInterval, Timeout, check)
 }
 
 // WaitForBook waits until the Book satisfies cond and returns it.
 func (e *Env) WaitForBook(t testing.TB, ns, name, what string, cond func(*webappv1.Book) bool) *webappv1.Book {
 	t.Helper()
 	var book *webappv1.Book
-	Eventually(t, "Book "+ns+"/"+name+" "+what, func(ctx context.Context) (bool, error) {
+	Eventually(t, "Book "+ns+"/"+name+" "+what, func(ctx context.Context) error {
 		b, err := e.Books.WebappV1().Books(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return err
 		}
 		book = b
-		return cond(b), nil
+		return poll.Done(cond(b), "%s", DescribeBook(b))
 	})
 	return book
+}
+
+// DescribeBook is the part of a Book's state that waits report: its
+// generation and its status.
+func DescribeBook(b *webappv1.Book) string {
+	c := meta.FindStatusCondition(b.Status.Conditions, "Ready")
+	if c == nil {
+		return fmt.Sprintf("generation %d, observedGeneration %d, no Ready condition", b.Generation, b.Status.ObservedGeneration)
+	}
+	return fmt.Sprintf("generation %d, observedGeneration %d, Ready=%s %s for generation %d: %s",
+		b.Generation, b.Status.ObservedGeneration, c.Status, c.Reason, c.ObservedGeneration, c.Message)
 }
 
 // WaitForReady waits until the Book's Ready condition has the given status
@@ -57,23 +71,37 @@ func (e *Env) WaitForReady(t testing.TB, ns, name string, status metav1.Conditio
 func (e *Env) WaitForConfigMap(t testing.TB, ns, name, what string, cond func(*corev1.ConfigMap) bool) *corev1.ConfigMap {
 	t.Helper()
 	var cm *corev1.ConfigMap
-	Eventually(t, "ConfigMap "+ns+"/"+name+" "+what, func(ctx context.Context) (bool, error) {
+	Eventually(t, "ConfigMap "+ns+"/"+name+" "+what, func(ctx context.Context) error {
 		c, err := e.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return err
 		}
 		cm = c
-		return cond(c), nil
+		return poll.Done(cond(c), "%s", describeConfigMap(c))
 	})
 	return cm
+}
+
+func describeConfigMap(cm *corev1.ConfigMap) string {
+	var owners []string
+	for _, ref := range cm.OwnerReferences {
+		owners = append(owners, fmt.Sprintf("%s %s (UID %s, controller %t)", ref.Kind, ref.Name, ref.UID, ref.Controller != nil && *ref.Controller))
+	}
+	return fmt.Sprintf("UID %s, data %q, labels %v, owners %v, deletionTimestamp %v", cm.UID, cm.Data, cm.Labels, owners, cm.DeletionTimestamp)
 }
 
 // WaitForConfigMapGone waits until the ConfigMap no longer exists.
 func (e *Env) WaitForConfigMapGone(t testing.TB, ns, name string) {
 	t.Helper()
-	Eventually(t, "ConfigMap "+ns+"/"+name+" to be deleted", func(ctx context.Context) (bool, error) {
-		_, err := e.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+	Eventually(t, "ConfigMap "+ns+"/"+name+" to be deleted", func(ctx context.Context) error {
+		cm, err := e.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		}
+		return errors.New("it exists: " + describeConfigMap(cm))
 	})
 }
 
@@ -81,17 +109,21 @@ func (e *Env) WaitForConfigMapGone(t testing.TB, ns, name string) {
 // the given type and reason.
 func (e *Env) WaitForEvent(t testing.TB, ns, book, eventType, reason string) {
 	t.Helper()
-	Eventually(t, eventType+" event "+reason+" for Book "+ns+"/"+book, func(ctx context.Context) (bool, error) {
+	Eventually(t, eventType+" event "+reason+" for Book "+ns+"/"+book, func(ctx context.Context) error {
 		list, err := e.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, nil
+			return err
 		}
+		var seen []string
 		for _, ev := range list.Items {
-			if ev.Regarding.Kind == "Book" && ev.Regarding.Name == book && ev.Type == eventType && ev.Reason == reason {
-				return true, nil
+			if ev.Regarding.Kind == "Book" && ev.Regarding.Name == book {
+				if ev.Type == eventType && ev.Reason == reason {
+					return nil
+				}
+				seen = append(seen, ev.Type+" "+ev.Reason)
 			}
 		}
-		return false, nil
+		return fmt.Errorf("events about the Book: %v", seen)
 	})
 }
 

@@ -1,19 +1,14 @@
 package parity_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,10 +16,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
+	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -125,7 +125,7 @@ func TestParity(t *testing.T) {
 	t.Run("CRD missing", func(t *testing.T) {
 		for _, im := range all {
 			t.Run(im.name, func(t *testing.T) {
-				out, code := runToExit(t, im.bin, im.args("", off)...)
+				out, code := framework.RunToExit(t, time.Minute, im.name, im.bin, im.args("", off)...)
 				if code == 0 {
 					t.Fatalf("exit code 0 without the CRD, want non-zero; output:\n%s", out)
 				}
@@ -139,7 +139,11 @@ func TestParity(t *testing.T) {
 		}
 	})
 
-	installCRD(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := env.InstallCRDBeforeGC(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	var mu sync.Mutex
 	states := map[string]map[string]bookState{}
@@ -178,8 +182,10 @@ func TestParity(t *testing.T) {
 }
 
 // scenarios drives one controller through create, spec update, repair,
-// conflict and garbage collection, and returns the state of every Book
-// before the last one's deletion.
+// conflict, the ConfigMap of an earlier Book of the same name, and garbage
+// collection, and returns the state of every Book before the first one's
+// deletion, and of the Books that waited for an earlier Book's ConfigMap
+// while they waited.
 func scenarios(t *testing.T, im impl) map[string]bookState {
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -287,10 +293,56 @@ func scenarios(t *testing.T, im impl) map[string]bookState {
 		t.Errorf("%d ConfigMapConflict warnings for one conflict episode, want 1", n)
 	}
 
+	// A ConfigMap controlled by an earlier Book of the same name, which the
+	// garbage collector is about to delete → left alone, Ready=False
+	// ConfigMapOfEarlierBook, no Warning; once it is gone the Book
+	// converges. A finalizer of the test's holds the ConfigMap until its
+	// state is recorded, so that no implementation can miss the moment.
+	// First with an owner reference forged with a UID no Book ever had:
+	waiting := map[string]bookState{}
+	forged, err := cms.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "book-c", Namespace: ns, Finalizers: []string{holdFinalizer},
+			Labels: map[string]string{managedByLabel: "book-controller", bookLabel: "book-c"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "webapp.ydzs.io/v1", Kind: "Book", Name: "book-c",
+				UID: uuid.NewUUID(), Controller: ptr.To(true)}}},
+		Data: map[string]string{"title": "forged", "price": "0"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := books.Create(ctx, framework.NewBook(ns, "book-c", "after a forgery", 4), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waiting["book-c waiting"] = awaitEarlierBooksConfigMap(t, ns, "book-c", forged, holds("after a forgery", 4))
+
+	// Then the real case: a Book deleted and created again before the
+	// garbage collector has removed its first ConfigMap.
+	if _, err := books.Create(ctx, framework.NewBook(ns, "book-d", "first", 5), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForReady(t, ns, "book-d", metav1.ConditionTrue, "ConfigMapReady")
+	updateConfigMap(t, ns, "book-d", func(cm *corev1.ConfigMap) { cm.Finalizers = append(cm.Finalizers, holdFinalizer) })
+	if err := books.Delete(ctx, "book-d", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	earlier := env.WaitForConfigMap(t, ns, "book-d", "to be deleted by the garbage collector, held by "+holdFinalizer,
+		func(cm *corev1.ConfigMap) bool { return cm.DeletionTimestamp != nil })
+	framework.Eventually(t, "the first Book book-d to be gone", func(ctx context.Context) error {
+		b, err := books.Get(ctx, "book-d", metav1.GetOptions{})
+		if err == nil {
+			return fmt.Errorf("Book %s exists, deletionTimestamp %v", b.UID, b.DeletionTimestamp)
+		}
+		return poll.Done(apierrors.IsNotFound(err), "%v", err)
+	})
+	if _, err := books.Create(ctx, framework.NewBook(ns, "book-d", "second", 6), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waiting["book-d waiting"] = awaitEarlierBooksConfigMap(t, ns, "book-d", earlier, holds("second", 6))
+
 	// Give the event sink a moment, then record the state.
 	time.Sleep(time.Second)
 	state := map[string]bookState{}
-	for _, name := range []string{"book-a", "book-b"} {
+	for _, name := range []string{"book-a", "book-b", "book-c", "book-d"} {
 		state[name] = snapshot(t, ns, name)
 	}
 
@@ -307,11 +359,9 @@ func scenarios(t *testing.T, im impl) map[string]bookState {
 	before := resourceVersions(t, ns)
 	proc = startController(t, im, ns)
 	if im.probes {
-		framework.Eventually(t, im.name+" to be ready after a restart", func(context.Context) (bool, error) {
-			return probe(proc.addrs.probe+"/readyz") == http.StatusOK, nil
-		})
+		framework.Eventually(t, im.name+" to be ready after a restart", framework.AnswersOK(proc.addrs.probe, "/readyz"))
 	}
-	// Ample for the initial lists and two Books' reconciles on loopback.
+	// Ample for the initial lists and four Books' reconciles on loopback.
 	time.Sleep(5 * time.Second)
 	if after := resourceVersions(t, ns); !maps.Equal(before, after) {
 		t.Errorf("a restart over converged Books wrote to the cluster:\nbefore %v\nafter  %v", before, after)
@@ -341,7 +391,65 @@ func scenarios(t *testing.T, im impl) map[string]bookState {
 	if err := proc.stop(); err != nil {
 		t.Errorf("%s after SIGTERM: %v", im.name, err)
 	}
+	maps.Copy(state, waiting)
 	return state
+}
+
+// holdFinalizer keeps a ConfigMap that the garbage collector deletes until
+// the test has seen what the controller reports meanwhile.
+const holdFinalizer = "parity.test.ydzs.io/hold"
+
+// awaitEarlierBooksConfigMap: the Book name in ns finds held, a ConfigMap
+// controlled by an earlier Book of its name and kept by holdFinalizer. The
+// Book must report Ready=False ConfigMapOfEarlierBook and leave held alone,
+// with no Warning; once held is deleted, the Book must create its own
+// ConfigMap, which holds passes, and be Ready. It returns the Book's state
+// while it waited.
+func awaitEarlierBooksConfigMap(t *testing.T, ns, name string, held *corev1.ConfigMap, holds func(*corev1.ConfigMap) bool) bookState {
+	t.Helper()
+	ctx := context.Background()
+	cms := env.Kube.CoreV1().ConfigMaps(ns)
+	env.WaitForReady(t, ns, name, metav1.ConditionFalse, "ConfigMapOfEarlierBook")
+	// Let a few syncs (resyncs of the Book after its own status write) pass.
+	time.Sleep(2 * time.Second)
+	now, err := cms.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.UID != held.UID || !maps.Equal(now.Data, held.Data) || !maps.Equal(now.Labels, held.Labels) ||
+		!equality.Semantic.DeepEqual(now.OwnerReferences, held.OwnerReferences) {
+		t.Errorf("the earlier Book's ConfigMap was modified:\nbefore %+v\nafter  %+v", held, now)
+	}
+	state := snapshot(t, ns, name)
+
+	// As the garbage collector does (it has already, for a real earlier
+	// Book's ConfigMap), then the hold goes.
+	if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	freed := time.Now()
+	updateConfigMap(t, ns, name, func(cm *corev1.ConfigMap) {
+		cm.Finalizers = slices.DeleteFunc(cm.Finalizers, func(f string) bool { return f == holdFinalizer })
+	})
+	env.WaitForReady(t, ns, name, metav1.ConditionTrue, "ConfigMapReady")
+	t.Logf("Book %s converged %v after the earlier Book's ConfigMap was released", name, time.Since(freed).Round(100*time.Millisecond))
+	env.WaitForConfigMap(t, ns, name, "to be the new Book's", holds)
+	if w := warnings(t, ns, name); len(w) != 0 {
+		t.Errorf("Warning events about Book %s, whose ConfigMap was an earlier Book's: %v", name, w)
+	}
+	return state
+}
+
+// warnings lists the Warning events about the Book name.
+func warnings(t *testing.T, ns, name string) []string {
+	t.Helper()
+	var out []string
+	for _, ev := range bookEvents(t, ns, name) {
+		if ev.Type == corev1.EventTypeWarning {
+			out = append(out, ev.Reason+": "+ev.Note)
+		}
+	}
+	return out
 }
 
 // resourceVersions maps every Book, ConfigMap and Event in ns to its
@@ -380,76 +488,29 @@ func resourceVersions(t *testing.T, ns string) map[string]string {
 // endpoint and sums it by HTTP method.
 func requestsByMethod(t *testing.T, addr string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatalf("scraping metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("scraping metrics: %d %v", resp.StatusCode, err)
-	}
-	out := map[string]float64{}
-	for line := range strings.Lines(string(body)) {
-		if !strings.HasPrefix(line, "rest_client_requests_total{") {
-			continue
-		}
-		m := methodLabel.FindStringSubmatch(line)
-		fields := strings.Fields(line)
-		if m == nil || len(fields) < 2 {
-			continue
-		}
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			t.Fatalf("parsing %q: %v", line, err)
-		}
-		out[m[1]] += v
-	}
+	out := framework.MetricSumBy(framework.Scrape(t, addr), "rest_client_requests_total", "method")
 	if len(out) == 0 {
 		t.Fatalf("no rest_client_requests_total samples at %s/metrics", addr)
 	}
 	return out
 }
 
-var methodLabel = regexp.MustCompile(`method="([A-Z]+)"`)
-
 // successfulReconciles sums the samples of the counter name with
 // result="success" at a metrics endpoint.
 func successfulReconciles(t *testing.T, addr, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	v, err := framework.MetricValue(framework.Scrape(t, addr), name, "result", "success")
 	if err != nil {
-		t.Fatalf("scraping metrics: %v", err)
+		t.Fatalf("%v at %s/metrics: set impl.reconciles to the binary's reconcile counter", err, addr)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("scraping metrics: %d %v", resp.StatusCode, err)
-	}
-	total, samples := 0.0, 0
-	for line := range strings.Lines(string(body)) {
-		if name == "" || !strings.HasPrefix(line, name+"{") || !strings.Contains(line, `result="success"`) {
-			continue
-		}
-		samples++
-		fields := strings.Fields(line)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			t.Fatalf("parsing %q: %v", line, err)
-		}
-		total += v
-	}
-	if samples == 0 {
-		t.Fatalf("no %q samples with result=\"success\" at %s/metrics: set impl.reconciles to the binary's reconcile counter", name, addr)
-	}
-	return total
+	return v
 }
 
 func checkProbes(t *testing.T, addr string) {
 	t.Helper()
 	for _, path := range []string{"/healthz", "/readyz"} {
-		if code := probe(addr + path); code != http.StatusOK {
-			t.Errorf("GET %s%s: %d, want 200", addr, path, code)
+		if code, _, err := framework.HTTPGet(addr, path); err != nil || code != http.StatusOK {
+			t.Errorf("GET %s%s: %d (%v), want 200", addr, path, code, err)
 		}
 	}
 }
@@ -486,6 +547,9 @@ type ownerState struct {
 	Controller, BlockOwnerDeletion bool
 }
 
+// uidRE matches a UID, which the state compared leaves out.
+var uidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
 func snapshot(t *testing.T, ns, name string) bookState {
 	t.Helper()
 	ctx := context.Background()
@@ -499,7 +563,8 @@ func snapshot(t *testing.T, ns, name string) bookState {
 	}}
 	for _, c := range book.Status.Conditions {
 		s.Status.Conditions = append(s.Status.Conditions, conditionState{
-			Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message, ObservedGeneration: c.ObservedGeneration,
+			Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: uidRE.ReplaceAllString(c.Message, "<uid>"),
+			ObservedGeneration: c.ObservedGeneration,
 		})
 	}
 	if cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
@@ -584,133 +649,49 @@ func updateConfigMap(t *testing.T, ns, name string, mutate func(*corev1.ConfigMa
 	}
 }
 
-// installCRD installs the Book CRD and restarts kube-controller-manager, whose
-// garbage collector would otherwise notice the new resource only within 30 s.
-func installCRD(t *testing.T) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := framework.InstallCRD(ctx, env.Extensions); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Cluster.KillControllerManager(); err != nil {
-		t.Fatalf("restarting kube-controller-manager: %v", err)
-	}
-	if err := env.Cluster.StartControllerManager(ctx); err != nil {
-		t.Fatalf("restarting kube-controller-manager: %v", err)
-	}
-}
-
 // running is a controller process started by startController.
 type running struct {
-	cmd   *exec.Cmd
-	done  chan error
-	out   *syncBuffer
+	*framework.Process
 	addrs addrs
-	once  sync.Once
-	err   error
 }
 
 // startController runs the binary restricted to ns until stop or the end of
-// the test; its output is logged when the test fails or BOOK_PARITY_LOG is set.
+// the test; the end of its output is logged when the test fails, all of it
+// when BOOK_PARITY_LOG is set.
 func startController(t *testing.T, im impl, ns string) *running {
 	t.Helper()
-	r := &running{out: &syncBuffer{}, done: make(chan error, 1), addrs: off}
+	r := &running{addrs: off}
 	if im.probes {
-		r.addrs.probe = freeAddr(t)
+		r.addrs.probe = framework.FreeAddr(t)
 	}
 	if im.metrics {
-		r.addrs.metrics = freeAddr(t)
+		r.addrs.metrics = framework.FreeAddr(t)
 	}
-	r.cmd = exec.Command(im.bin, im.args(ns, r.addrs)...)
-	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
+	r.Process = framework.StartProcess(t, im.name, im.bin, im.args(ns, r.addrs)...)
+	if os.Getenv("BOOK_PARITY_LOG") != "" {
+		t.Cleanup(func() { t.Logf("%s output:\n%s", im.name, r.Output()) })
 	}
-	go func() { r.done <- r.cmd.Wait() }()
-	t.Cleanup(func() {
-		select {
-		case <-r.done:
-		default:
-			_ = r.cmd.Process.Kill()
-			<-r.done
-		}
-		if t.Failed() || os.Getenv("BOOK_PARITY_LOG") != "" {
-			t.Logf("%s output:\n%s", im.name, r.out.String())
-		}
-	})
 	return r
 }
 
 // stop sends SIGTERM and waits for a clean exit.
 func (r *running) stop() error {
-	r.once.Do(func() {
-		if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			r.err = err
-			return
-		}
-		select {
-		case err := <-r.done:
-			r.err = err
-			r.done <- err // for the cleanup
-		case <-time.After(30 * time.Second):
-			r.err = fmt.Errorf("still running 30s after SIGTERM")
-		}
-	})
-	return r.err
-}
-
-// runToExit runs a binary that is expected to exit by itself and returns its
-// combined output and exit code.
-func runToExit(t *testing.T, bin string, args ...string) (string, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("%s did not exit within a minute; output:\n%s", bin, out.String())
+	if err := r.Signal(syscall.SIGTERM); err != nil {
+		return err
 	}
-	if exitErr, ok := err.(*exec.ExitError); ok {
-		return out.String(), exitErr.ExitCode()
+	code, err := r.Wait(30 * time.Second)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit code %d", code)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), 0
+	return err
 }
 
 // supportsFlag reports whether bin lists --name in its --help output.
 func supportsFlag(t *testing.T, bin, name string) bool {
 	t.Helper()
-	out, _ := exec.Command(bin, "--help").CombinedOutput()
-	return bytes.Contains(out, []byte("-"+name+" ")) || bytes.Contains(out, []byte("-"+name+"\n")) ||
-		bytes.Contains(out, []byte("-"+name+"="))
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
-// probe GETs http://addrPath and returns the status code, 0 if unreachable.
-func probe(addrPath string) int {
-	resp, err := http.Get("http://" + addrPath)
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
+	out, _ := framework.RunToExit(t, time.Minute, bin+" --help", bin, "--help")
+	return strings.Contains(out, "-"+name+" ") || strings.Contains(out, "-"+name+"\n") ||
+		strings.Contains(out, "-"+name+"=")
 }
 
 func firstLine(out, containing string) string {
@@ -728,22 +709,4 @@ func mustJSON(v any) string {
 		panic(err)
 	}
 	return string(b)
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's stdout and stderr.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

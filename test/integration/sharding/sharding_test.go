@@ -16,6 +16,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"ydzs.io/book-controller/internal/poll"
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/localcluster"
@@ -72,9 +73,12 @@ func TestShardsSpreadAndEachBookHasOneWriter(t *testing.T) {
 
 	for i, r := range holders {
 		want := float64(len(books[i]))
-		framework.Eventually(t, fmt.Sprintf("%s to cache the %v Books of shard %d alone", r.Name, want, i), func(context.Context) (bool, error) {
+		framework.Eventually(t, fmt.Sprintf("%s to cache the %v Books of shard %d alone", r.Name, want, i), func(context.Context) error {
 			got, err := framework.CachedBooks(r.MetricsAddr)
-			return err == nil && got == want, nil
+			if err != nil {
+				return err
+			}
+			return poll.Done(got == want, "book_controller_cached_books %v", got)
 		})
 		families := framework.Scrape(t, r.MetricsAddr)
 		if held, err := framework.MetricValue(families, "book_controller_shards_held"); err != nil || held != 1 {
@@ -148,10 +152,7 @@ func TestShardsMoveOnScaleDownAndBack(t *testing.T) {
 
 	// Scale back up: the new replica finds every shard held and stands by.
 	back := env.StartReplica(t, binary, "scale-back", framework.ReplicaOptions{Namespace: leaseNS, LeaseID: "scale", Shards: shards})
-	framework.Eventually(t, "the replica added back to be ready", func(context.Context) (bool, error) {
-		code, _, err := framework.HTTPGet(back.ProbeAddr, "/readyz")
-		return err == nil && code == 200, nil
-	})
+	framework.Eventually(t, "the replica added back to be ready", framework.AnswersOK(back.ProbeAddr, "/readyz"))
 	if h := env.ShardHolders(context.Background(), leaseNS, "scale", shards); strings.Contains(strings.Join(h, ","), back.Identity) {
 		t.Errorf("the replica added back took a shard that was held: %v", h)
 	}
@@ -312,13 +313,14 @@ func TestShardsInProcess(t *testing.T) {
 			LeaseDuration: lt.LeaseDuration, RenewDeadline: lt.RenewDeadline, RetryPeriod: lt.RetryPeriod}
 	}
 	a := env.StartController(t, framework.ControllerOptions{RESTConfig: env.RESTConfig(), Shards: n, LeaderElection: le("inproc-a")})
-	framework.Eventually(t, "inproc-a to hold a shard", func(ctx context.Context) (bool, error) {
-		return slices.Contains(env.ShardHolders(ctx, leaseNS, "inproc", n), "inproc-a"), nil
+	framework.Eventually(t, "inproc-a to hold a shard", func(ctx context.Context) error {
+		h := env.ShardHolders(ctx, leaseNS, "inproc", n)
+		return poll.Done(slices.Contains(h, "inproc-a"), "shard holders %q", h)
 	})
 	env.StartController(t, framework.ControllerOptions{RESTConfig: env.RESTConfig(), Shards: n, LeaderElection: le("inproc-b")})
-	framework.Eventually(t, "a shard each", func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, "a shard each", func(ctx context.Context) error {
 		h := env.ShardHolders(ctx, leaseNS, "inproc", n)
-		return slices.Contains(h, "inproc-a") && slices.Contains(h, "inproc-b"), nil
+		return poll.Done(slices.Contains(h, "inproc-a") && slices.Contains(h, "inproc-b"), "shard holders %q", h)
 	})
 	books := createBooks(t, byShard, 3, "v1")
 	waitConverged(t, books, "v1")
@@ -326,9 +328,9 @@ func TestShardsInProcess(t *testing.T) {
 	if err := a.Stop(); err != nil {
 		t.Fatalf("a graceful stop of a sharded manager: %v, want nil", err)
 	}
-	framework.Eventually(t, "inproc-b to hold both shards", func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, "inproc-b to hold both shards", func(ctx context.Context) error {
 		h := env.ShardHolders(ctx, leaseNS, "inproc", n)
-		return h[0] == "inproc-b" && h[1] == "inproc-b", nil
+		return poll.Done(h[0] == "inproc-b" && h[1] == "inproc-b", "shard holders %q", h)
 	})
 	updateBooks(t, slices.Concat(books...), "v2")
 	waitConverged(t, books, "v2")

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,9 +43,11 @@ const (
 
 	// ConditionReady is the Book's only condition type.
 	ConditionReady = "Ready"
-	// ReasonConfigMapReady and ReasonConfigMapConflict are its reasons.
-	ReasonConfigMapReady    = "ConfigMapReady"
-	ReasonConfigMapConflict = "ConfigMapConflict"
+	// ReasonConfigMapReady, ReasonConfigMapConflict and
+	// ReasonConfigMapOfEarlierBook are its reasons.
+	ReasonConfigMapReady         = "ConfigMapReady"
+	ReasonConfigMapConflict      = "ConfigMapConflict"
+	ReasonConfigMapOfEarlierBook = "ConfigMapOfEarlierBook"
 
 	// Event reasons.
 	EventConfigMapCreated  = "ConfigMapCreated"
@@ -139,6 +142,12 @@ func (r *BookReconciler) reconcileConfigMap(ctx context.Context, book *webappv1.
 		if recheck <= 0 {
 			recheck = DefaultConflictRecheck
 		}
+		if controlledByEarlierBook(cm, book) {
+			// Not a conflict: the garbage collector is on its way, and the
+			// ConfigMap's delete event (Owns maps it to the Book by name,
+			// whatever the UID) brings the Book back.
+			return earlierBookCondition(book, cm), ctrl.Result{RequeueAfter: recheck}, nil
+		}
 		return conflictCondition(book), ctrl.Result{RequeueAfter: recheck}, nil
 	case err != nil:
 		return metav1.Condition{}, ctrl.Result{}, err
@@ -178,6 +187,19 @@ func desiredConfigMap(book *webappv1.Book, cm *corev1.ConfigMap, scheme *runtime
 		cm.BinaryData = nil
 		return controllerutil.SetControllerReference(book, cm, scheme)
 	}
+}
+
+// controlledByEarlierBook reports whether cm, as CreateOrUpdate read it, is
+// controlled by a Book of book's name but another UID: a Book deleted before
+// book was created with its name, or a forged reference. The garbage
+// collector looks owners up by UID, so it deletes such a ConfigMap.
+func controlledByEarlierBook(cm *corev1.ConfigMap, book *webappv1.Book) bool {
+	ref := metav1.GetControllerOfNoCopy(cm)
+	if ref == nil || ref.Kind != "Book" || ref.Name != book.Name || ref.UID == book.UID {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == webappv1.GroupName
 }
 
 // liveReads is a client whose Get goes to the API server.
@@ -246,6 +268,17 @@ func conflictCondition(book *webappv1.Book) metav1.Condition {
 		Reason: ReasonConfigMapConflict,
 		Message: fmt.Sprintf("ConfigMap %s exists and is not controlled by this Book; "+
 			"delete or rename it to let the controller create its own", book.Name),
+		ObservedGeneration: book.Generation,
+	}
+}
+
+func earlierBookCondition(book *webappv1.Book, cm *corev1.ConfigMap) metav1.Condition {
+	return metav1.Condition{
+		Type:   ConditionReady,
+		Status: metav1.ConditionFalse,
+		Reason: ReasonConfigMapOfEarlierBook,
+		Message: fmt.Sprintf("ConfigMap %s belongs to an earlier Book %s (UID %s) that no longer exists; "+
+			"waiting for the garbage collector to delete it", cm.Name, book.Name, metav1.GetControllerOfNoCopy(cm).UID),
 		ObservedGeneration: book.Generation,
 	}
 }
