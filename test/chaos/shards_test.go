@@ -162,7 +162,8 @@ func TestShardHolderKilled(t *testing.T) {
 	}
 
 	// The workload: every Book updated, shard 1's namespaces first in each
-	// turn, and new Books in shard 1; the kill comes after the first turn.
+	// turn, and two new Books in each of shard 1's; the kill comes after
+	// the first turn.
 	victim := holders[1]
 	var killedAt time.Time
 	var once sync.Once
@@ -177,12 +178,13 @@ func TestShardHolderKilled(t *testing.T) {
 	}
 	for k, ns := range s.interleaved(1) {
 		s.update(t, ns, "r1")
+		if slices.Contains(s.byShard[1], ns) {
+			s.create(t, []string{ns}, "added", 2)
+		}
 		if k == shardCount-1 {
 			kill()
 		}
 	}
-	s.create(t, s.byShard[1], "added", 2)
-	kill()
 	s.replicas = append(s.replicas, s.start(t, len(s.replicas), false)) // the Deployment replaces the pod
 	s.converged(t)
 
