@@ -72,7 +72,7 @@ tools: ## Build etcd, kube-apiserver, kube-controller-manager (and kubectl if mi
 # twin, the Dockerfile's build step) and run them as processes. Go's test
 # cache cannot see what a subprocess builds from, so a cached pass could
 # hide a change to cmd/ or to the twin: these always run (-count=1).
-SUBPROCESS_TEST_PKGS := ./test/integration/binary ./test/integration/parity ./test/integration/deploy
+SUBPROCESS_TEST_PKGS := ./test/integration/binary ./test/integration/parity ./test/integration/deploy ./test/integration/sharding
 
 .PHONY: test
 test: tools ## Unit tests and integration tests against a local control plane.
@@ -177,6 +177,17 @@ BENCH_FLAGS ?=
 .PHONY: bench
 bench: tools ## Convergence vs the API ceiling and three twin configurations, capacity at p99 ≤ 1 s, cost (N=, C=, ROUNDS=); writes docs/bench/.
 	cd test/bench && go run . -n $(N) -c $(C) -rounds $(ROUNDS) -out $(abspath docs/bench) \
+	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
+
+# The shard comparison: SHARD_N Books over 30 namespaces, one unsharded
+# replica vs SHARDS replicas with --shards SHARDS, SHARD_ROUNDS rounds.
+SHARDS ?= 3
+SHARD_N ?= 30000
+SHARD_ROUNDS ?= 1
+
+.PHONY: bench-shards
+bench-shards: tools ## One replica vs SHARDS replicas with --shards (SHARD_N=30000 Books over 30 namespaces): peak RSS, Books/s, CPU per Book, Books per shard; writes docs/bench/shards-*.
+	cd test/bench && go run . -shards $(SHARDS) -n $(SHARD_N) -rounds $(SHARD_ROUNDS) -out $(abspath docs/bench) \
 	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
 
 ##@ Chaos

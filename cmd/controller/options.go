@@ -45,7 +45,11 @@ func (o *options) flagSet() *pflag.FlagSet {
 	fs.StringVar(&o.mgr.Namespace, "namespace", o.mgr.Namespace,
 		"Only watch Books in this namespace. Empty watches all namespaces.")
 	fs.IntVar(&o.mgr.Workers, "workers", o.mgr.Workers,
-		"Number of Books synced concurrently.")
+		"Number of Books synced concurrently (with --shards, in each shard held).")
+	fs.IntVar(&o.mgr.Shards, "shards", o.mgr.Shards,
+		"Split the Books by namespace hash into this many shards, each served by the replica holding the Lease <leader-elect-id>-shard-<i>. Needs --leader-elect, all namespaces, and kube-apiserver's ShardedListAndWatch feature gate. 1: unsharded.")
+	fs.StringSliceVar(&o.mgr.ShardBoundaries, "shard-boundaries", o.mgr.ShardBoundaries,
+		"With --shards N: the N-1 hash values (0x and 16 hex digits, increasing) where one shard ends and the next begins, e.g. from hack/shard-boundaries; empty: equal ranges. Every replica must get the same (docs/sharding.md).")
 	fs.DurationVar(&o.mgr.ResyncPeriod, "resync-period", o.mgr.ResyncPeriod,
 		"How often the informers replay their caches to the controller; 0 disables resync.")
 	fs.Float32Var(&o.qps, "kube-api-qps", o.qps,
@@ -151,9 +155,24 @@ func goStyleToPosix(fs *pflag.FlagSet, args []string) []string {
 // validate rejects values that parse but make no sense, naming the flag.
 func (o *options) validate() error {
 	m, le := &o.mgr, &o.mgr.LeaderElection
+	if len(m.ShardBoundaries) > 0 {
+		if _, err := manager.ShardsAt(m.ShardBoundaries); err != nil {
+			return fmt.Errorf("--shard-boundaries: %w", err)
+		}
+	}
 	switch {
 	case m.Workers < 1:
 		return fmt.Errorf("--workers must be at least 1, got %d", m.Workers)
+	case m.Shards < 1:
+		return fmt.Errorf("--shards must be at least 1 (1: unsharded), got %d", m.Shards)
+	case m.Shards > manager.MaxShards:
+		return fmt.Errorf("--shards must be at most %d, got %d", manager.MaxShards, m.Shards)
+	case m.Shards > 1 && !le.Enabled:
+		return fmt.Errorf("--shards %d needs --leader-elect: each shard is served by the replica holding its Lease", m.Shards)
+	case len(m.ShardBoundaries) > 0 && len(m.ShardBoundaries) != m.Shards-1:
+		return fmt.Errorf("--shard-boundaries has %d values; --shards %d needs %d (one fewer than the shards)", len(m.ShardBoundaries), m.Shards, m.Shards-1)
+	case m.Shards > 1 && m.Namespace != "":
+		return fmt.Errorf("--shards %d needs every namespace watched: drop --namespace %q (a namespace is never split over shards)", m.Shards, m.Namespace)
 	case m.ResyncPeriod < 0:
 		return fmt.Errorf("--resync-period must be 0 (off) or positive, got %s", m.ResyncPeriod)
 	case o.qps == 0:

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func resetKlogVerbosity(t *testing.T) {
 func TestParseDefaults(t *testing.T) {
 	o := parseOK(t)
 	want := newOptions()
-	if *o != *want {
+	if !reflect.DeepEqual(o, want) {
 		t.Errorf("parse() = %+v, want the defaults %+v", *o, *want)
 	}
 	if o.kubeconfig != "" || o.master != "" || o.mgr.Namespace != "" {
@@ -104,6 +105,21 @@ func TestParseOtherFlags(t *testing.T) {
 	}
 }
 
+// --shards N>1 is accepted with what it needs: leader election, every
+// namespace.
+func TestParseShards(t *testing.T) {
+	if o := parseOK(t); o.mgr.Shards != 1 {
+		t.Errorf("default --shards = %d, want 1 (unsharded)", o.mgr.Shards)
+	}
+	if o := parseOK(t, "--shards=3", "--leader-elect"); o.mgr.Shards != 3 {
+		t.Errorf("--shards=3 parsed as %d", o.mgr.Shards)
+	}
+	o := parseOK(t, "--shards=3", "--leader-elect", "--shard-boundaries=0x410600d785388e66,0x410a00d785388e66")
+	if got := o.mgr.ShardBoundaries; len(got) != 2 || got[1] != "0x410a00d785388e66" {
+		t.Errorf("--shard-boundaries parsed as %q", got)
+	}
+}
+
 // Plain HTTP metrics stay the default (make run); the Deployment's
 // spelling turns on HTTPS, with or without a certificate directory.
 func TestParseMetricsSecure(t *testing.T) {
@@ -167,6 +183,14 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"--kube-api-qps=0"}, "client-go would turn into 5"}, // not silently 5 QPS
 		{[]string{"--kube-api-burst=0"}, "--kube-api-burst"},
 		{[]string{"--namespace", strings.Repeat("n", 64)}, "--namespace"},
+		{[]string{"--shards=0"}, "--shards"},
+		{[]string{"--shards=65", "--leader-elect"}, "--shards must be at most 64"},
+		{[]string{"--shards=3"}, "--shards 3 needs --leader-elect"},
+		{[]string{"--shards=3", "--leader-elect", "--shard-boundaries=0x5555555555555555"}, "needs 2"},
+		{[]string{"--shards=3", "--leader-elect", "--shard-boundaries=0x5555555555555555,0x1"}, "16 hex digits"},
+		{[]string{"--shards=3", "--leader-elect", "--shard-boundaries=0xaaaaaaaaaaaaaaaa,0x5555555555555555"}, "strictly increasing"},
+		{[]string{"--shards=3", "--leader-elect", "--shard-boundaries=0x0000000000000000,0x5555555555555555"}, "strictly increasing"},
+		{[]string{"--shards=3", "--leader-elect", "--namespace=a"}, `drop --namespace "a"`},
 		{[]string{"--metrics-cert-dir=/certs"}, "--metrics-secure"},
 		{[]string{"--metrics-secure=maybe"}, "--metrics-secure"},
 		{[]string{"--kubeconfig"}, "--kubeconfig"}, // no value at all

@@ -35,6 +35,7 @@ func main() {
 	dir := flag.String("dir", "_output/local-cluster", "data directory: etcd data, kubeconfig, logs and pid files")
 	binDir := flag.String("bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager; default: build them with hack/build-tools.sh")
 	repoRoot := flag.String("repo-root", ".", "repository root, for hack/build-tools.sh when -bin-dir is empty")
+	sharded := flag.Bool("sharded-list-and-watch", true, "enable kube-apiserver's alpha ShardedListAndWatch feature gate, which book-controller --shards needs")
 	timeout := flag.Duration("timeout", 15*time.Minute, "how long up may take, including a cold build of the binaries")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] up|down|status\n", filepath.Base(os.Args[0]))
@@ -53,7 +54,7 @@ func main() {
 	case "up":
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 		defer cancel()
-		err = up(ctx, abs, *binDir, *repoRoot)
+		err = up(ctx, abs, *binDir, *repoRoot, *sharded)
 	case "down":
 		err = down(abs)
 	case "status":
@@ -72,7 +73,7 @@ func fail(err error) {
 	os.Exit(exitFailed)
 }
 
-func up(ctx context.Context, dir, binDir, repoRoot string) error {
+func up(ctx context.Context, dir, binDir, repoRoot string, sharded bool) error {
 	if c, err := localcluster.Attach(dir); err == nil {
 		switch pids := c.Pids(); len(pids) {
 		case 3:
@@ -96,7 +97,7 @@ func up(ctx context.Context, dir, binDir, repoRoot string) error {
 		}
 	}
 	start := time.Now()
-	c, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, BinDir: binDir, Detached: true})
+	c, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, BinDir: binDir, Detached: true, ShardedListAndWatch: sharded})
 	if err != nil {
 		return err
 	}

@@ -1,19 +1,5 @@
 package controller
 
-import (
-	"context"
-	"fmt"
-
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/flowcontrol"
-
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
-	"ydzs.io/book-controller/pkg/metrics"
-)
-
 // Event reasons. They are part of the controller's interface: users filter
 // on them (`kubectl events --for book/NAME`) and alerting may too.
 const (
@@ -24,59 +10,3 @@ const (
 
 // ReportingController is the events.k8s.io reportingController of our events.
 const ReportingController = "webapp.ydzs.io/book-controller"
-
-// NewEventRecorder starts an events.k8s.io/v1 broadcaster that sends to the
-// API server until ctx ends, and returns a recorder for Books. The recorder
-// resolves object references through a scheme that knows both core types and
-// Book, kept private rather than registered in client-go's global scheme.
-//
-// Events beyond qps (with burst) are dropped, not queued: client-go's
-// broadcaster sends each Event from a goroutine of its own, so a client-side
-// rate limit would park one goroutine per Event in a burst of new Books, and
-// sending them all would take the API server's capacity from the writes that
-// converge Books. Events are best effort; status is the record. qps <= 0
-// sends every Event.
-//
-// They are dropped before the recorder builds them. The broadcaster keeps
-// every Event it is handed in its series cache for 6 to 12 minutes (to
-// count repeats), whether or not the sink then sends it: dropped at the
-// sink, a burst of 10000 new Books left 10000 Events in memory, and each
-// cost a copy, two deep copies and a goroutine (docs/benchmark.md).
-func NewEventRecorder(ctx context.Context, kubeClient kubernetes.Interface, qps float32, burst int) (events.EventRecorder, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("building event scheme: %w", err)
-	}
-	if err := webappv1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("building event scheme: %w", err)
-	}
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kubeClient.EventsV1()})
-	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
-		return nil, fmt.Errorf("starting event broadcaster: %w", err)
-	}
-	go func() {
-		<-ctx.Done()
-		broadcaster.Shutdown()
-	}()
-	var recorder events.EventRecorder = broadcaster.NewRecorder(scheme, ReportingController)
-	if qps > 0 {
-		recorder = &droppingRecorder{EventRecorder: recorder, limiter: flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1))}
-	}
-	return recorder, nil
-}
-
-// droppingRecorder passes an Event on to the recorder only when its token
-// bucket has a token, and counts the others as dropped.
-type droppingRecorder struct {
-	events.EventRecorder
-	limiter flowcontrol.RateLimiter
-}
-
-// Eventf records the Event, or drops it when over the rate.
-func (r *droppingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	if !r.limiter.TryAccept() {
-		metrics.EventsDropped.Inc()
-		return
-	}
-	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
-}

@@ -167,7 +167,11 @@ func newFixture(t *testing.T, opts Options, objects ...runtime.Object) *fixture 
 	f.versions = &serverVersions{}
 	f.versions.install(&f.kubeClient.Fake, f.kubeClient.Tracker())
 	f.versions.install(&f.bookClient.Fake, f.bookClient.Tracker())
-	f.kubeFactory, f.bookFactory = NewInformerFactories(f.kubeClient, f.bookClient, "", 0)
+	// The factories as pkg/manager builds them, less what the fakes ignore:
+	// the ConfigMap informer is label-filtered like the real one.
+	f.kubeFactory = kubeinformers.NewSharedInformerFactoryWithOptions(f.kubeClient, 0,
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = ManagedBySelector }))
+	f.bookFactory = bookinformers.NewSharedInformerFactory(f.bookClient, 0)
 
 	if opts.Clock == nil {
 		opts.Clock = f.clock

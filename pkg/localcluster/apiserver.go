@@ -11,6 +11,10 @@ import (
 // is ever reached through it.
 const serviceClusterIPRange = "10.0.0.0/24"
 
+// ShardedListAndWatchGate is kube-apiserver's feature gate for shard
+// selectors on lists and watches (KEP-5866): alpha in v1.36 and v1.37.
+const ShardedListAndWatchGate = "ShardedListAndWatch"
+
 func (c *Cluster) apiServerURL() string {
 	return fmt.Sprintf("https://127.0.0.1:%d", c.st.APIServerPort)
 }
@@ -29,6 +33,9 @@ func (c *Cluster) apiServerArgs() ([]string, error) {
 	audit, err := c.auditArgs()
 	if err != nil {
 		return nil, err
+	}
+	if c.st.ShardedListAndWatch {
+		audit = append(audit, "--feature-gates="+ShardedListAndWatchGate+"=true")
 	}
 	return append([]string{
 		"--etcd-servers=" + c.etcdURL(),

@@ -57,6 +57,12 @@ type Options struct {
 	// the writer's user agent. Off by default: it costs every write a line
 	// of JSON written before the answer, which benchmarks should not pay.
 	AuditLog bool
+	// ShardedListAndWatch turns on kube-apiserver's alpha feature gate of
+	// that name (Kubernetes v1.36+, off by default), which makes lists and
+	// watches honour metav1.ListOptions.ShardSelector: what book-controller
+	// --shards needs. The tests and the demo turn it on; a production
+	// cluster must be started with --feature-gates=ShardedListAndWatch=true.
+	ShardedListAndWatch bool
 }
 
 // Cluster is a running local control plane. Its methods are safe for
@@ -147,6 +153,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		APIServerPort:         ports[2],
 		ControllerManagerPort: ports[3],
 		AuditLog:              opts.AuditLog,
+		ShardedListAndWatch:   opts.ShardedListAndWatch,
 		Processes:             map[string]procID{},
 	}
 	if err := writeServiceAccountKey(c.path(serviceAccountKeyFile)); err != nil {

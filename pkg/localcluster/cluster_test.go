@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/sharding"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -104,6 +105,9 @@ func TestGarbageCollectorDeletesOrphanedDependent(t *testing.T) {
 			_, err := client.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
 			return err
 		})
+	// Without Options.ShardedListAndWatch the API server ignores shard
+	// selectors: what book-controller --shards checks for at start.
+	checkShardSelector(t, client, ns.Name, "child", false)
 	// A valid owner keeps its dependent.
 	if _, err := cms.Get(ctx, "child", metav1.GetOptions{}); err != nil {
 		t.Fatalf("child gone while its owner exists: %v", err)
@@ -164,9 +168,10 @@ func TestStopLeavesNoProcess(t *testing.T) {
 
 // TestKillAndRestart kills and restarts kube-apiserver and etcd; with
 // Options.AuditLog, the audit log names the writer of each write across
-// the restart.
+// the restart, and with Options.ShardedListAndWatch the restarted API server
+// still filters ConfigMaps (a built-in type) by shard selector.
 func TestKillAndRestart(t *testing.T) {
-	c := startClusterWith(t, localcluster.Options{AuditLog: true})
+	c := startClusterWith(t, localcluster.Options{AuditLog: true, ShardedListAndWatch: true})
 	ctx := context.Background()
 	cfg := c.RESTConfig()
 	cfg.UserAgent = "audit-test (writer-1)"
@@ -208,6 +213,8 @@ func TestKillAndRestart(t *testing.T) {
 	// The apiserver reconnects to etcd on its own, after a moment.
 	poll.Eventually(t, "the object written before the restarts to be readable", 200*time.Millisecond, 30*time.Second,
 		func(context.Context) error { return getSurvivor() })
+
+	checkShardSelector(t, client, "default", "survivor", true)
 
 	// Written after the restarts: the audit log is appended to, and a
 	// Lease write is recorded with its body.
@@ -284,4 +291,38 @@ func running(pid int) bool {
 	s := string(b)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// checkShardSelector lists ConfigMaps in every namespace twice, with the
+// shard selector of the half of the hash space that holds namespace and
+// with that of the other half. With sharded lists enabled the API server
+// echoes the selector (ListMeta.ShardInfo) and name is only in the first
+// list; without, both lists are whole and carry no ShardInfo.
+func checkShardSelector(t *testing.T, client kubernetes.Interface, namespace, name string, enabled bool) {
+	t.Helper()
+	const half = "0x8000000000000000"
+	lower := sharding.HexLess("0x"+sharding.HashField(namespace), half)
+	ranges := map[bool]string{
+		true:  "shardRange(object.metadata.namespace, '0x0000000000000000', '" + half + "')",
+		false: "shardRange(object.metadata.namespace, '" + half + "', '0x10000000000000000')",
+	}
+	for _, holds := range []bool{true, false} {
+		sel := ranges[lower == holds]
+		list, err := client.CoreV1().ConfigMaps("").List(context.Background(), metav1.ListOptions{ShardSelector: sel})
+		if err != nil {
+			t.Fatalf("listing with %s: %v", sel, err)
+		}
+		found := false
+		for _, cm := range list.Items {
+			found = found || (cm.Namespace == namespace && cm.Name == name)
+		}
+		switch {
+		case enabled && (list.ShardInfo == nil || list.ShardInfo.Selector != sel):
+			t.Errorf("listing with %s: ShardInfo %+v, want the selector echoed", sel, list.ShardInfo)
+		case !enabled && list.ShardInfo != nil:
+			t.Errorf("listing with %s without the feature gate: ShardInfo %+v, want none", sel, list.ShardInfo)
+		case found != (holds || !enabled):
+			t.Errorf("listing with %s (enabled %v): %s/%s found %v", sel, enabled, namespace, name, found)
+		}
+	}
 }

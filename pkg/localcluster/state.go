@@ -16,6 +16,7 @@ type state struct {
 	APIServerPort         int               `json:"apiServerPort"`
 	ControllerManagerPort int               `json:"controllerManagerPort"`
 	AuditLog              bool              `json:"auditLog,omitempty"`
+	ShardedListAndWatch   bool              `json:"shardedListAndWatch,omitempty"`
 	Processes             map[string]procID `json:"processes"`
 }
 

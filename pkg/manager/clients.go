@@ -40,22 +40,13 @@ type clients struct {
 func newClients(cfg *rest.Config, ua string, fence func(*rest.Config) *rest.Config) (*clients, error) {
 	base := rest.CopyConfig(cfg)
 	base.UserAgent = ua
-	c := &clients{writers: trackedDialer(base.Dial), others: trackedDialer(base.Dial)}
-
-	writing := rest.CopyConfig(base)
-	writing.Dial = c.writers.DialContext
-	if fence != nil {
-		writing = fence(writing)
+	w, err := newWriters(base, fence)
+	if err != nil {
+		return nil, err
 	}
+	c := &clients{kube: w.kube, books: w.books, writers: w.conns, others: trackedDialer(base.Dial)}
 	reading := rest.CopyConfig(base)
 	reading.Dial = c.others.DialContext
-	var err error
-	if c.kube, err = kubernetes.NewForConfig(coreTypesConfig(writing)); err != nil {
-		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
-	}
-	if c.books, err = versioned.NewForConfig(writing); err != nil {
-		return nil, fmt.Errorf("creating Book client: %w", err)
-	}
 	if c.kubeReads, err = kubernetes.NewForConfig(coreTypesConfig(reading)); err != nil {
 		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
 	}
@@ -66,6 +57,35 @@ func newClients(cfg *rest.Config, ua string, fence func(*rest.Config) *rest.Conf
 		return nil, fmt.Errorf("creating Lease client: %w", err)
 	}
 	return c, nil
+}
+
+// writers are the clients that write (ConfigMaps and Events, Books), on
+// connections of their own.
+type writers struct {
+	kube  kubernetes.Interface
+	books versioned.Interface
+	// conns dials their connections: a fence closes them all on a loss.
+	conns *connrotation.Dialer
+}
+
+// newWriters builds writing clients from base (whose user agent they keep),
+// behind fence if it is not nil. With shards, each shard held gets its own,
+// behind its own fence.
+func newWriters(base *rest.Config, fence func(*rest.Config) *rest.Config) (*writers, error) {
+	w := &writers{conns: trackedDialer(base.Dial)}
+	writing := rest.CopyConfig(base)
+	writing.Dial = w.conns.DialContext
+	if fence != nil {
+		writing = fence(writing)
+	}
+	var err error
+	if w.kube, err = kubernetes.NewForConfig(coreTypesConfig(writing)); err != nil {
+		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	if w.books, err = versioned.NewForConfig(writing); err != nil {
+		return nil, fmt.Errorf("creating Book client: %w", err)
+	}
+	return w, nil
 }
 
 // close closes every connection the clients opened.

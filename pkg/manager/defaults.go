@@ -20,6 +20,12 @@ const (
 	// (docs/benchmark.md). Idle workers cost a parked goroutine.
 	DefaultWorkers = 128
 
+	// DefaultShards: one replica does all the work, as before sharding.
+	DefaultShards = 1
+	// MaxShards bounds --shards: each shard costs every replica a leader
+	// elector polling its Lease, and the API server a watch per resource.
+	MaxShards = 64
+
 	// DefaultResyncPeriod replays the caches rarely: resyncs of unchanged
 	// objects are skipped, and the 30 s conflict recheck covers the one
 	// case an event cannot (a foreign ConfigMap outside our cache).
@@ -70,6 +76,7 @@ const (
 func Defaults() Config {
 	return Config{
 		Workers:      DefaultWorkers,
+		Shards:       DefaultShards,
 		ResyncPeriod: DefaultResyncPeriod,
 		Controller: controller.Options{
 			ConflictRecheck: controller.DefaultConflictRecheck,

@@ -47,14 +47,30 @@ type LeaderElection struct {
 // serviceAccountNamespaceFile is where a pod learns its own namespace.
 const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
+// worker is what a leader runs while it holds its Lease: the controller
+// itself, or one shard's informers and controller (shardWork).
+type worker interface {
+	// Run works until ctx ends and the work has drained, or until Abort.
+	Run(ctx context.Context, workers int) error
+	// Abort stops the work at once; see controller.Controller.Abort.
+	Abort(cause error)
+}
+
+var _ worker = (*controller.Controller)(nil)
+
 // leader runs the controller only while this process holds the Lease.
 type leader struct {
 	le         LeaderElection
 	lock       *fencingLock
 	fence      *writeFence
-	controller *controller.Controller
+	controller worker
 	workers    int
+	// afterLoss ends the error of a loss: what the process does next.
+	afterLoss string
 }
+
+// exitAfterLoss is what a process without shards does after a loss.
+const exitAfterLoss = "another replica may be syncing Books now; exiting so that this one restarts as a standby"
 
 // run stands by until this process holds the Lease, runs the controller
 // while it does, and returns when ctx has ended and the Lease is released,
@@ -93,7 +109,8 @@ func (l *leader) run(ctx context.Context) error {
 			},
 			OnNewLeader: func(identity string) {
 				// After a loss the process is on its way out, not standing by.
-				if identity != l.le.Identity && l.fence.Cause() == nil {
+				// "" is a released Lease: nobody leads.
+				if identity != "" && identity != l.le.Identity && l.fence.Cause() == nil {
 					logger.Info("Another replica leads; standing by", "leader", identity)
 				}
 			},
@@ -175,8 +192,7 @@ func (l *leader) stepDown(ctx context.Context, stopElecting func(), runErr error
 // since the moment of the loss; the controller is aborted and the elector
 // stopped. runDone, if the controller was started, delivers its end.
 func (l *leader) lost(ctx context.Context, stopElecting func(), runDone <-chan error) error {
-	err := fmt.Errorf("%w (%v): another replica may be syncing Books now; exiting so that this one restarts as a standby",
-		ErrLeaderElectionLost, l.fence.Cause())
+	err := fmt.Errorf("%w (%v): %s", ErrLeaderElectionLost, l.fence.Cause(), l.afterLoss)
 	klog.FromContext(ctx).Info("Lost leadership: writes stopped, stopping workers", "lease", l.le.Namespace+"/"+l.le.ID,
 		"identity", l.le.Identity, "cause", l.fence.Cause())
 	l.controller.Abort(err)

@@ -27,12 +27,18 @@ type fencingLock struct {
 	// stored is the Lease as a standby compares it (see standbyView), as
 	// last read or written.
 	stored []byte
+	// gate, with shards, decides when this replica may try to acquire the
+	// Lease (see shardGate); nil lets every attempt through.
+	gate *shardTurn
 }
 
 // Get reads the Lease; another holder means leadership is lost.
 func (l *fencingLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	rec, raw, err := l.Interface.Get(ctx)
 	if err == nil {
+		if l.gate != nil && rec.HolderIdentity != "" && rec.HolderIdentity != l.Identity() && !bytes.Equal(raw, l.stored) {
+			l.gate.seenHeld()
+		}
 		l.stored = raw
 		if rec.HolderIdentity != l.Identity() {
 			l.fence.taken(rec.HolderIdentity)
@@ -43,17 +49,30 @@ func (l *fencingLock) Get(ctx context.Context) (*resourcelock.LeaderElectionReco
 
 // Create creates the Lease held by us: an acquisition.
 func (l *fencingLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
-	sent := l.clock.Now()
-	err := l.Interface.Create(ctx, rec)
-	l.held(err, rec, sent)
-	return err
+	return l.write(ctx, rec, l.Interface.Create)
 }
 
 // Update writes the Lease: an acquisition or a renewal when we are the
 // holder.
 func (l *fencingLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	return l.write(ctx, rec, l.Interface.Update)
+}
+
+// write sends a write of the Lease. An attempt to acquire it passes the
+// gate first, if there is one.
+func (l *fencingLock) write(ctx context.Context, rec resourcelock.LeaderElectionRecord,
+	send func(context.Context, resourcelock.LeaderElectionRecord) error) error {
+	acquiring := l.gate != nil && !l.acquired.Load() && rec.HolderIdentity == l.Identity()
+	if acquiring {
+		if err := l.gate.begin(); err != nil {
+			return err
+		}
+	}
 	sent := l.clock.Now()
-	err := l.Interface.Update(ctx, rec)
+	err := send(ctx, rec)
+	if acquiring {
+		l.gate.end(err == nil)
+	}
 	l.held(err, rec, sent)
 	return err
 }

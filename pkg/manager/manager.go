@@ -7,11 +7,13 @@ package manager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -31,7 +33,16 @@ type Config struct {
 	RESTConfig *rest.Config
 	// Namespace limits the controller to one namespace; empty means all.
 	Namespace string
-	// Workers is the number of goroutines that sync Books concurrently.
+	// Shards, above 1, splits the Books by namespace hash into that many
+	// shards, each served by the replica holding its Lease (needs leader
+	// election and every namespace; see sharded.go). 0 and 1 run unsharded.
+	Shards int
+	// ShardBoundaries, if set, are the Shards-1 points where one shard's
+	// hash range ends and the next begins (see ShardsAt); unset, the
+	// ranges are equal. Every replica must be given the same.
+	ShardBoundaries []string
+	// Workers is the number of goroutines that sync Books concurrently
+	// (with shards: in each shard held).
 	Workers int
 	// ResyncPeriod replays the informer caches to the handlers; 0 disables it.
 	ResyncPeriod time.Duration
@@ -52,7 +63,7 @@ type Config struct {
 	// or "0" (the default) is off.
 	PprofAddr string
 	// EventQPS and EventBurst limit the Events this process sends; Events
-	// over the rate are dropped (see controller.NewEventRecorder). Zero
+	// over the rate are dropped (see NewEventRecorder). Zero
 	// means no limit.
 	EventQPS   float32
 	EventBurst int
@@ -69,16 +80,43 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	m := &manager{cfg: withDefaults(cfg), clock: clock.RealClock{}}
 	defer m.stop()
+	if m.sharded() {
+		switch {
+		case !m.cfg.LeaderElection.Enabled:
+			return fmt.Errorf("manager: %d shards need leader election: each shard is served by the holder of its Lease", m.cfg.Shards)
+		case m.cfg.Namespace != "":
+			return fmt.Errorf("manager: %d shards need every namespace watched, not only %q: a namespace is never split over shards", m.cfg.Shards, m.cfg.Namespace)
+		}
+		shards, err := m.shardRanges()
+		if err != nil {
+			return fmt.Errorf("manager: %w", err)
+		}
+		m.shards = shards
+	} else if len(m.cfg.ShardBoundaries) > 0 {
+		return errors.New("manager: shard boundaries are given but Shards is not above 1")
+	}
 
-	steps := []struct {
+	type step struct {
 		name string
 		run  func(context.Context) error
-	}{
+	}
+	steps := []step{
 		{"connect", m.connect},                      // clients; writers behind the fence
 		{"preflight", m.preflight},                  // API reachable, CRD installed, Lease holdable
 		{"build the controller", m.buildController}, // Events, informers' handlers, queue
 		{"serve endpoints", m.serveEndpoints},       // /metrics, /healthz, /readyz
 		{"start informers", m.startInformers},       // warm caches, also on a standby
+	}
+	work := m.work // the controller: at once, or only while leading
+	if m.sharded() {
+		// Each shard's informers and controller are built when its Lease
+		// is acquired, by its slot: a spare caches nothing.
+		steps = []step{
+			{"connect", m.connect},                // clients; a slot per shard, with its gate
+			{"preflight", m.preflight},            // and the API server filters by shard
+			{"serve endpoints", m.serveEndpoints}, // /metrics, /healthz, /readyz
+		}
+		work = m.workShards
 	}
 	for _, step := range steps {
 		klog.FromContext(ctx).V(4).Info("Manager step", "step", step.name)
@@ -89,7 +127,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	return m.work(ctx) // the controller: at once, or only while leading
+	return work(ctx)
 }
 
 // errStopped is returned by a step that ended because ctx did.
@@ -107,12 +145,21 @@ type manager struct {
 	kubeFactory kubeinformers.SharedInformerFactory
 	bookFactory bookinformers.SharedInformerFactory
 	controller  *controller.Controller
+	// With shards: a slot per shard, the Event token bucket they share,
+	// and the configuration their fenced writers start from.
+	shards       []Shard
+	slots        []*shardSlot
+	eventLimiter flowcontrol.RateLimiter
+	writeBase    *rest.Config
 	// stops undo the steps, last first; each returns once what it stops
 	// has stopped.
 	stops []func()
 }
 
 func (m *manager) onStop(f func()) { m.stops = append(m.stops, f) }
+
+// sharded reports whether the Books are split over shards.
+func (m *manager) sharded() bool { return m.cfg.Shards > 1 }
 
 func (m *manager) stop() {
 	for i := len(m.stops) - 1; i >= 0; i-- {
@@ -127,7 +174,11 @@ func (m *manager) connect(context.Context) error {
 	m.metrics = newManagerMetrics()
 	le := m.cfg.LeaderElection
 	var fence func(*rest.Config) *rest.Config
-	if le.Enabled {
+	if m.sharded() {
+		// Each shard held writes through clients and a fence of its own;
+		// the process-wide writing clients go unused.
+		m.planShards()
+	} else if le.Enabled {
 		m.fence = newWriteFence(le.RenewDeadline, m.clock, m.metrics.fenced, nil)
 		fence = m.fence.wrap
 	}
@@ -156,7 +207,14 @@ func (m *manager) preflight(ctx context.Context) error {
 	err := Preflight(ctx, m.cfg.RESTConfig.Host, m.clients.kubeReads.Discovery().RESTClient())
 	if err == nil && m.cfg.LeaderElection.Enabled {
 		le := m.cfg.LeaderElection
-		err = PreflightLease(ctx, m.clients.leases, le.Namespace, le.ID)
+		name := le.ID
+		if m.sharded() {
+			name = ShardLeaseName(le.ID, 0)
+		}
+		err = PreflightLease(ctx, m.clients.leases, le.Namespace, name)
+	}
+	if err == nil && m.sharded() {
+		err = PreflightShards(ctx, m.cfg.RESTConfig.Host, m.clients.bookReads, m.clients.kubeReads, m.shards[0])
 	}
 	if err != nil && ctx.Err() != nil {
 		return errStopped
@@ -170,11 +228,11 @@ func (m *manager) buildController(ctx context.Context) error {
 	// Events outlive ctx by the drain: the last syncs may still report.
 	eventCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
 	m.onStop(stopEvents)
-	recorder, err := controller.NewEventRecorder(eventCtx, m.clients.kube, m.cfg.EventQPS, m.cfg.EventBurst)
+	recorder, err := NewEventRecorder(eventCtx, m.clients.kube, m.cfg.EventQPS, m.cfg.EventBurst)
 	if err != nil {
 		return err
 	}
-	m.kubeFactory, m.bookFactory = controller.NewInformerFactories(m.clients.kubeReads, m.clients.bookReads, m.cfg.Namespace, m.cfg.ResyncPeriod)
+	m.kubeFactory, m.bookFactory = NewInformerFactories(m.clients.kubeReads, m.clients.bookReads, m.cfg.Namespace, m.cfg.ResyncPeriod, "")
 	c, err := controller.New(m.clients.kube, m.clients.books, m.bookFactory.Webapp().V1().Books(),
 		m.kubeFactory.Core().V1().ConfigMaps(), recorder, m.cfg.Controller)
 	if err != nil {
@@ -190,12 +248,20 @@ func (m *manager) buildController(ctx context.Context) error {
 // serveEndpoints binds and serves /metrics and the probes. A port already
 // in use fails the start with the flag's name.
 func (m *manager) serveEndpoints(ctx context.Context) error {
-	leading := func() bool { return true }
-	healthy := func() error { return nil }
-	if m.fence != nil {
-		leading, healthy = m.fence.isLeading, m.fence.healthy
+	var synced func() bool
+	var healthy func() error
+	if m.sharded() {
+		synced, healthy = m.shardsSynced, m.shardsHealthy
+		m.metrics.watchShards(m.cfg.LeaderElection.ID, m.slots)
+	} else {
+		leading := func() bool { return true }
+		healthy = func() error { return nil }
+		if m.fence != nil {
+			leading, healthy = m.fence.isLeading, m.fence.healthy
+		}
+		synced = m.controller.HasSynced
+		m.metrics.watch(m.cfg.LeaderElection.ID, leading, m.bookFactory.Webapp().V1().Books().Lister())
 	}
-	m.metrics.watch(m.cfg.LeaderElection.ID, leading, m.bookFactory.Webapp().V1().Books().Lister())
 	// serveCtx lasts until Run returns: the metrics certificate is watched
 	// while it lasts. Ended by the stop registered below.
 	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
@@ -207,7 +273,7 @@ func (m *manager) serveEndpoints(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	probeServer, err := listen("--health-probe-bind-address", m.cfg.ProbeAddr, probeHandler(m.controller.HasSynced, healthy))
+	probeServer, err := listen("--health-probe-bind-address", m.cfg.ProbeAddr, probeHandler(synced, healthy))
 	if err != nil {
 		metricsServer.stop()
 		return err
@@ -252,7 +318,7 @@ func (m *manager) work(ctx context.Context) error {
 	if !le.Enabled {
 		return m.controller.Run(ctx, m.cfg.Workers)
 	}
-	l := &leader{le: le, lock: m.lock, fence: m.fence, controller: m.controller, workers: m.cfg.Workers}
+	l := &leader{le: le, lock: m.lock, fence: m.fence, controller: m.controller, workers: m.cfg.Workers, afterLoss: exitAfterLoss}
 	return l.run(ctx)
 }
 

@@ -1,6 +1,8 @@
 package manager
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -52,4 +54,51 @@ func (m *managerMetrics) watch(leaseID string, leading func() bool, books bookli
 		return float64(len(list))
 	})
 	m.registry.MustRegister(leader, cached)
+}
+
+// watchShards registers the metrics of a sharded manager: how many shards
+// it holds, and per shard whether it holds it and how many Books its cache
+// holds. A shard not held has no cache and so no cached-Books series.
+func (m *managerMetrics) watchShards(leaseID string, slots []*shardSlot) {
+	m.registry.MustRegister(&shardsCollector{
+		leaseID: leaseID,
+		slots:   slots,
+		held: prometheus.NewDesc("book_controller_shards_held",
+			"Number of shards whose Lease this replica holds.", nil, nil),
+		leader: prometheus.NewDesc("leader_election_master_status",
+			"1 when this replica holds the Lease named, 0 when it does not.", []string{"name"}, nil),
+		cached: prometheus.NewDesc("book_controller_cached_books",
+			"Number of Books in the informer cache of each shard held.", []string{"shard"}, nil),
+	})
+}
+
+// shardsCollector reads the slots at each scrape.
+type shardsCollector struct {
+	leaseID              string
+	slots                []*shardSlot
+	held, leader, cached *prometheus.Desc
+}
+
+func (c *shardsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.held
+	ch <- c.leader
+	ch <- c.cached
+}
+
+func (c *shardsCollector) Collect(ch chan<- prometheus.Metric) {
+	held := 0
+	for _, s := range c.slots {
+		leading := 0.0
+		if s.held() {
+			held++
+			leading = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, leading, ShardLeaseName(c.leaseID, s.shard.Index))
+		if _, work := s.current(); work != nil {
+			if n, ok := work.cachedBooks(); ok {
+				ch <- prometheus.MustNewConstMetric(c.cached, prometheus.GaugeValue, float64(n), strconv.Itoa(s.shard.Index))
+			}
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(held))
 }

@@ -40,33 +40,35 @@ import (
 )
 
 type options struct {
-	n              int
-	c              int
-	ceilingC       []int
-	rounds         int
-	seed           int64
-	out            string
-	workers        int
-	qps            string
-	burst          string
-	phases         map[string]bool
-	maxBusy        float64
-	maxLoad        float64
-	timeout        time.Duration
-	label          string
-	ourArgs        string
-	twinLogInfo    bool
-	twinGOGC       string
-	twinTunedArgs  string
-	kubeconfig     string
-	oursBin        string
-	keep           bool
-	warmUp         bool
-	capacityP99    time.Duration
-	capacityStart  float64
-	capacityStep   float64
-	pacedCreators  int
-	preCreateConcy int
+	n               int
+	c               int
+	ceilingC        []int
+	rounds          int
+	seed            int64
+	out             string
+	workers         int
+	qps             string
+	burst           string
+	phases          map[string]bool
+	maxBusy         float64
+	maxLoad         float64
+	timeout         time.Duration
+	label           string
+	ourArgs         string
+	twinLogInfo     bool
+	twinGOGC        string
+	twinTunedArgs   string
+	kubeconfig      string
+	oursBin         string
+	keep            bool
+	warmUp          bool
+	capacityP99     time.Duration
+	capacityStart   float64
+	capacityStep    float64
+	pacedCreators   int
+	preCreateConcy  int
+	shards          int
+	shardNamespaces int
 }
 
 func main() {
@@ -99,6 +101,8 @@ func main() {
 	flag.Float64Var(&o.capacityStep, "capacity-step", 0.1, "step of the capacity search, as a fraction of the round's ceiling")
 	flag.IntVar(&o.pacedCreators, "paced-creators", 128, "concurrent creators in paced phases, enough that the pace and not the creators sets the rate")
 	flag.IntVar(&o.preCreateConcy, "pre-create-c", 64, "concurrency of the unmeasured Book creation before backlog and ceiling phases")
+	flag.IntVar(&o.shards, "shards", 0, "instead of the phases: compare one unsharded replica with this many replicas running --shards (make bench-shards)")
+	flag.IntVar(&o.shardNamespaces, "shard-namespaces", 30, "with -shards: namespaces the N Books are spread over")
 	flag.Parse()
 	if err := o.finish(phases, ceilingC); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -115,6 +119,9 @@ func main() {
 
 // finish checks the flags and fills in the derived options.
 func (o *options) finish(phases, ceilingC string) error {
+	if o.shards < 0 || o.shards == 1 || o.shards > 64 || o.shardNamespaces < 1 {
+		return fmt.Errorf("-shards must be 0 (the phases) or 2 to 64, and -shard-namespaces at least 1")
+	}
 	if o.n < 1 || o.c < 1 || o.rounds < 1 || o.pacedCreators < 1 || o.preCreateConcy < 1 {
 		return fmt.Errorf("-n, -c, -rounds, -paced-creators and -pre-create-c must be at least 1")
 	}
@@ -185,6 +192,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer stop()
+	if o.shards > 0 {
+		return e.runShards(ctx)
+	}
 
 	if o.warmUp {
 		// A fresh API server starts each resource's watch cache small, and
@@ -238,6 +248,9 @@ func (e *env) build(ctx context.Context) error {
 			e.ours = e.o.oursBin
 			continue
 		}
+		if b.out == e.twin && e.o.shards > 0 {
+			continue // the shard comparison runs ours only
+		}
 		logf("building %s", b.out)
 		// -tags grpcnotrace as the Dockerfile builds ours: both binaries
 		// link gRPC (through k8s.io/apiserver's metrics authentication),
@@ -281,7 +294,9 @@ func (e *env) connect(ctx context.Context) (func(), error) {
 		if err != nil {
 			return stop, err
 		}
-		cl, err := localcluster.Start(ctx, localcluster.Options{BinDir: bin})
+		// ShardedListAndWatch for -shards; it changes nothing for lists
+		// and watches without a shard selector.
+		cl, err := localcluster.Start(ctx, localcluster.Options{BinDir: bin, ShardedListAndWatch: true})
 		if err != nil {
 			return stop, err
 		}

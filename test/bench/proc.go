@@ -24,6 +24,7 @@ type proc struct {
 	start       time.Time
 	metricsAddr string
 	probeAddr   string
+	logPath     string
 	args        []string
 	env         []string
 
@@ -47,7 +48,7 @@ func (e *env) startController(s controllerSpec, ns, logName string) (*proc, erro
 	// Each configuration's GOGC is its own: book-controller's built-in
 	// default, Go's for the scaffold twins, ours for the tuned twin.
 	env := append(slices.DeleteFunc(os.Environ(), func(v string) bool { return strings.HasPrefix(v, "GOGC=") }), s.env...)
-	p := &proc{metricsAddr: m, probeAddr: pr, args: args, env: s.env, stop: make(chan struct{})}
+	p := &proc{metricsAddr: m, probeAddr: pr, logPath: log.Name(), args: args, env: s.env, stop: make(chan struct{})}
 	p.start = time.Now()
 	p.Process, err = framework.Start(logName, s.bin, args, framework.ProcessOptions{Env: env, Output: log})
 	if err != nil {

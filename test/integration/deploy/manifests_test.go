@@ -33,6 +33,7 @@ import (
 const (
 	baseDir       = framework.ManifestsDir
 	namespacedDir = "manifests/overlays/namespaced"
+	shardedDir    = "manifests/overlays/sharded"
 
 	controllerNamespace = "book-controller-system"
 	controllerName      = "book-controller"
@@ -135,7 +136,7 @@ func TestNamespacedInventory(t *testing.T) {
 // included, whose warnings count as failures) run, nothing is stored. The
 // namespaces are created for real first, as they would be by apply -k.
 func TestManifestsAcceptedByAPIServer(t *testing.T) {
-	for _, dir := range []string{baseDir, namespacedDir} {
+	for _, dir := range []string{baseDir, namespacedDir, shardedDir} {
 		t.Run(dir, func(t *testing.T) {
 			dryRunApply(t, env.RenderManifests(t, dir))
 		})
@@ -148,7 +149,7 @@ func TestManifestsAcceptedByAPIServer(t *testing.T) {
 // examples, which the kustomization in manifests/ must not disturb.
 func TestKubectlApplyServerDryRun(t *testing.T) {
 	// Namespaces must exist for the namespaced objects' dry run.
-	for _, dir := range []string{baseDir, namespacedDir} {
+	for _, dir := range []string{baseDir, namespacedDir, shardedDir} {
 		var namespaces []*unstructured.Unstructured
 		for _, obj := range env.RenderManifests(t, dir) {
 			if obj.GetKind() == "Namespace" {
@@ -161,6 +162,7 @@ func TestKubectlApplyServerDryRun(t *testing.T) {
 	for _, args := range [][]string{
 		{"apply", "-k", filepath.Join(root, baseDir)},
 		{"apply", "-k", filepath.Join(root, namespacedDir)},
+		{"apply", "-k", filepath.Join(root, shardedDir)},
 		{"apply", "-f", filepath.Join(root, "manifests", "crd.yaml")},
 		{"apply", "-f", filepath.Join(root, "manifests", "examples") + "/"},
 	} {
@@ -175,6 +177,31 @@ func TestKubectlApplyServerDryRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestShardedOverlay: the base's objects, with a Deployment of 4 replicas
+// (3 shard holders and a spare) that run --shards=3 over every namespace
+// with leader election, hardened like the base's.
+func TestShardedOverlay(t *testing.T) {
+	objs := env.RenderManifests(t, shardedDir)
+	var d appsv1.Deployment
+	toTyped(t, find(t, objs, "Deployment", controllerNamespace, controllerName), &d)
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 4 {
+		t.Errorf("replicas = %v, want 4 (three shard holders and a spare)", ptr.Deref(d.Spec.Replicas, 1))
+	}
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--shards=3", "--leader-elect", "--metrics-secure"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %q lack %q", args, want)
+		}
+	}
+	for _, a := range args {
+		if strings.HasPrefix(a, "--namespace") {
+			t.Errorf("args %q limit the watch to one namespace: shards need every namespace", args)
+		}
+	}
+	// Sharded replicas read Books in every namespace: the ClusterRole.
+	find(t, objs, "ClusterRole", "", controllerName)
 }
 
 func TestDeploymentHardened(t *testing.T) {

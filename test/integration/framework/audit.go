@@ -242,11 +242,17 @@ type LeadershipReport struct {
 // from the audit log and checks every controller write in writesNamespace
 // against them.
 func Leaderships(events []auditv1.Event, leaseNamespace, leaseName, writesNamespace string, renewDeadline time.Duration) (*LeadershipReport, error) {
+	return LeadershipsOver(events, leaseNamespace, leaseName, ControllerWrites(events, writesNamespace), renewDeadline)
+}
+
+// LeadershipsOver is Leaderships checking the writes given: with shards,
+// those to the namespaces of one shard.
+func LeadershipsOver(events []auditv1.Event, leaseNamespace, leaseName string, writes []AuditWrite, renewDeadline time.Duration) (*LeadershipReport, error) {
 	leases, err := LeaseWrites(events, leaseNamespace, leaseName)
 	if err != nil {
 		return nil, err
 	}
-	r := &LeadershipReport{Leases: leases, Writes: ControllerWrites(events, writesNamespace), MinSlack: -1}
+	r := &LeadershipReport{Leases: leases, Writes: writes, MinSlack: -1}
 	open := map[string]*Leadership{} // the latest period of each holder
 	end := func(p *Leadership) {
 		r.Periods = append(r.Periods, *p)

@@ -55,8 +55,9 @@ func Setup(installCRD bool) (*Env, error) {
 	if os.Getenv("BOOK_TEST_CLUSTER_LOG") != "" {
 		log = os.Stderr
 	}
-	// The audit log is how tests prove who wrote what, and when.
-	opts := localcluster.Options{BinDir: binDir, AuditLog: true}
+	// The audit log is how tests prove who wrote what, and when; sharded
+	// lists and watches are what --shards needs.
+	opts := localcluster.Options{BinDir: binDir, AuditLog: true, ShardedListAndWatch: true}
 	if log != nil {
 		opts.Log = log
 	}

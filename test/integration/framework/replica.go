@@ -40,6 +40,10 @@ type ReplicaOptions struct {
 	// Proxy, if set, is the one to go through: a replica restarted behind
 	// the proxy of the one it replaces.
 	Proxy *Proxy
+	// Shards, above 1, runs the replica with --shards: it then watches
+	// every namespace, and Namespace only holds the shard Leases, named
+	// after LeaseID (<LeaseID>-shard-<i>).
+	Shards int
 	// Args are more flags (-v=2, --workers...).
 	Args []string
 }
@@ -74,12 +78,18 @@ func (e *Env) StartReplica(t testing.TB, bin, name string, o ReplicaOptions) *Re
 	case o.ViaProxy:
 		r.Proxy, kubeconfig = e.StartAPIServerProxy(t, t.TempDir(), name+".kubeconfig")
 	}
-	args := append([]string{"--kubeconfig", kubeconfig, "--namespace", o.Namespace,
+	watch := []string{"--namespace", o.Namespace}
+	if o.Shards > 1 {
+		watch = []string{"--shards", fmt.Sprint(o.Shards)}
+	}
+	args := append([]string{"--kubeconfig", kubeconfig}, watch...)
+	args = append(args, []string{
 		"--leader-elect", "--leader-elect-namespace", o.Namespace, "--leader-elect-id", o.LeaseID,
 		"--leader-elect-lease-duration", o.Timings.LeaseDuration.String(),
 		"--leader-elect-renew-deadline", o.Timings.RenewDeadline.String(),
 		"--leader-elect-retry-period", o.Timings.RetryPeriod.String(),
-		"--metrics-bind-address", r.MetricsAddr, "--health-probe-bind-address", r.ProbeAddr}, o.Args...)
+		"--metrics-bind-address", r.MetricsAddr, "--health-probe-bind-address", r.ProbeAddr}...)
+	args = append(args, o.Args...)
 	r.Process = StartProcess(t, name, bin, args...)
 	// Look often: every test with replicas waits here for each one it starts.
 	poll.Eventually(t, name+" to start and name itself", 20*time.Millisecond, Timeout, func(context.Context) error {

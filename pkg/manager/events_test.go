@@ -1,4 +1,4 @@
-package controller
+package manager
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/metrics"
 )
 
@@ -26,7 +27,7 @@ func TestDroppingRecorderDropsEventsOverTheRate(t *testing.T) {
 	before := testutil.ToFloat64(metrics.EventsDropped)
 
 	for range 6 {
-		rec.Eventf(nil, nil, "Normal", EventConfigMapCreated, "Create", "Created ConfigMap %s", "x")
+		rec.Eventf(nil, nil, "Normal", controller.EventConfigMapCreated, "Create", "Created ConfigMap %s", "x")
 	}
 
 	if inner.recorded != 2 {

@@ -1,4 +1,4 @@
-package controller
+package manager
 
 import (
 	"time"
@@ -8,6 +8,7 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
+	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions"
 )
@@ -19,16 +20,27 @@ import (
 // so the cache never holds anybody else's, and both drop managedFields,
 // which the controller never reads and which is often the largest part of
 // an object.
-func NewInformerFactories(kubeClient kubernetes.Interface, bookClient versioned.Interface, namespace string, resync time.Duration) (kubeinformers.SharedInformerFactory, bookinformers.SharedInformerFactory) {
+//
+// A non-empty shardSelector (a metav1.ListOptions.ShardSelector, see
+// shards.go) is sent with every list and watch of both, so that the API
+// server sends only one shard's objects: the caches hold that shard alone.
+func NewInformerFactories(kubeClient kubernetes.Interface, bookClient versioned.Interface, namespace string, resync time.Duration, shardSelector string) (kubeinformers.SharedInformerFactory, bookinformers.SharedInformerFactory) {
 	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, resync,
 		kubeinformers.WithNamespace(namespace),
-		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = ManagedBySelector }),
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = controller.ManagedBySelector
+			o.ShardSelector = shardSelector
+		}),
 		kubeinformers.WithTransform(dropManagedFields),
 	)
-	bookFactory := bookinformers.NewSharedInformerFactoryWithOptions(bookClient, resync,
+	bookOpts := []bookinformers.SharedInformerOption{
 		bookinformers.WithNamespace(namespace),
 		bookinformers.WithTransform(dropManagedFields),
-	)
+	}
+	if shardSelector != "" {
+		bookOpts = append(bookOpts, bookinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.ShardSelector = shardSelector }))
+	}
+	bookFactory := bookinformers.NewSharedInformerFactoryWithOptions(bookClient, resync, bookOpts...)
 	return kubeFactory, bookFactory
 }
 

@@ -1,0 +1,105 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// errShardTurn is wrapped by the error of an acquisition the gate holds
+// back. client-go's elector logs it and tries again a retry period later.
+var errShardTurn = errors.New("not this replica's turn to take the shard")
+
+// shardGate spreads the shards over the replicas. Every replica runs one
+// leader elector per shard, each ready to take its shard's Lease when the
+// Lease is free (missing, released, or not renewed for a lease duration);
+// the gate decides which of those attempts may go ahead:
+//
+//   - a replica holding no shard tries at once, one shard at a time;
+//   - a replica holding a shard tries for another only once that shard has
+//     stayed free for a full lease duration more, which leaves it to
+//     replicas holding none (spares, replicas starting) to take first.
+//
+// So N replicas starting together take a shard each, a spare takes over a
+// shard whose holder died, and a lone replica still ends up serving every
+// shard, one lease duration later. "Free since" is the first attempt the
+// gate saw, forgotten when the Lease is seen renewed by someone else.
+type shardGate struct {
+	leaseDuration time.Duration
+	clock         clock.PassiveClock
+
+	mu sync.Mutex
+	// held are the shards whose Lease this replica holds.
+	held map[int]bool
+	// trying is the shard being acquired, -1 if none.
+	trying int
+	// freeSince is when each shard was first seen free.
+	freeSince map[int]time.Time
+}
+
+func newShardGate(leaseDuration time.Duration, clk clock.PassiveClock) *shardGate {
+	return &shardGate{leaseDuration: leaseDuration, clock: clk, held: map[int]bool{}, trying: -1, freeSince: map[int]time.Time{}}
+}
+
+// shardTurn is the gate as one shard's Lease lock sees it.
+type shardTurn struct {
+	gate  *shardGate
+	shard int
+}
+
+func (g *shardGate) turn(shard int) *shardTurn { return &shardTurn{gate: g, shard: shard} }
+
+// begin lets an attempt to acquire the shard go ahead, or says why not;
+// after a nil error, end must be called with the outcome.
+func (t *shardTurn) begin() error {
+	g := t.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.clock.Now()
+	since, seen := g.freeSince[t.shard]
+	if !seen {
+		since = now
+		g.freeSince[t.shard] = now
+	}
+	switch {
+	case g.trying >= 0:
+		return fmt.Errorf("%w: it is trying for shard %d first", errShardTurn, g.trying)
+	case len(g.held) > 0 && now.Sub(since) < g.leaseDuration:
+		return fmt.Errorf("%w: it holds %d shard(s), so it takes this one only after it has been free for %s (free since %s), leaving it to a replica that holds none",
+			errShardTurn, len(g.held), g.leaseDuration, since.Format(time.RFC3339))
+	}
+	g.trying = t.shard
+	return nil
+}
+
+// end records the outcome of the attempt begin let through.
+func (t *shardTurn) end(acquired bool) {
+	g := t.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.trying = -1
+	if acquired {
+		g.held[t.shard] = true
+		delete(g.freeSince, t.shard)
+	}
+}
+
+// seenHeld forgets when the shard was seen free: someone else holds it.
+func (t *shardTurn) seenHeld() {
+	g := t.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.freeSince, t.shard)
+}
+
+// released records that this replica no longer holds the shard: it gave
+// the Lease up, or lost it.
+func (t *shardTurn) released() {
+	g := t.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.held, t.shard)
+}
