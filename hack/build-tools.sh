@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# Builds the binaries of the local control plane (etcd, kube-apiserver,
-# kube-controller-manager, and kubectl if none is on PATH) from the tools
-# modules under hack/tools, into a git-ignored directory keyed by version:
+# Builds the binaries of the local control plane from the tools modules under
+# hack/tools, into a git-ignored directory keyed by version:
 #
 #   _output/tools/k8s-<version>-etcd-<version>/bin/
 #
-# A binary already there is not built again, so a warm run costs seconds.
-# Progress goes to stderr; the LAST line of stdout is the bin directory, so
-# callers can do: BIN=$(hack/build-tools.sh | tail -n1)
+#   hack/build-tools.sh [NAME...]
+#
+# NAME is etcd, kube-apiserver, kube-controller-manager or kubectl; without
+# names, all four. The local cluster needs the first three; kubectl is for
+# people and for the deployment tests (kubectl kustomize). A binary already
+# there is not built again, so a warm run costs a fraction of a second.
+#
+# Progress goes to stderr, a line at least every 15 s while building; the LAST
+# line of stdout is the bin directory, so callers can do:
+#   BIN=$(hack/build-tools.sh | tail -n1)
+#
+# A cold run does three things at once: downloads the modules (also the
+# product's and the controller-runtime twin's, which `make demo` and
+# `make test` build next), builds etcd as soon as its modules are in, and
+# builds kube-apiserver, kube-controller-manager and kubectl in one `go build`
+# as soon as theirs are (shared packages compile once).
 #
 # Environment:
-#   KUBECTL_BUILD=1  build kubectl from the pinned Kubernetes even when one is
-#                    on PATH (the one on PATH may be outside the supported
-#                    +/-1 minor version skew).
+#   KUBECTL_BUILD=1  build kubectl from the pinned Kubernetes even when one
+#                    within the supported +/-1 minor version skew is on PATH.
 #
 # Versions are pinned only in hack/tools/kubernetes/go.mod and
 # hack/tools/etcd/go.mod.
@@ -21,13 +32,24 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 K8S_MOD="$ROOT/hack/tools/kubernetes"
 ETCD_MOD="$ROOT/hack/tools/etcd"
+PROGRESS="$ROOT/hack/progress.sh"
+ALL=(etcd kube-apiserver kube-controller-manager kubectl)
 
 log() { echo "build-tools: $*" >&2; }
+
+want=("$@")
+((${#want[@]})) || want=("${ALL[@]}")
+for n in "${want[@]}"; do
+	[[ " ${ALL[*]} " == *" $n "* ]] || { log "unknown binary \"$n\": want one of ${ALL[*]}"; exit 2; }
+done
 
 command -v go >/dev/null || { log "go not found on PATH; install Go (see go.mod for the version)"; exit 1; }
 
 # The tools modules must not be pulled into a workspace of the product, and the
 # binaries need no cgo (static binaries run anywhere on this machine kind).
+# -trimpath and CGO_ENABLED=0 are also what the controller is built with, so
+# the packages both use (client-go, apimachinery, ...) compile once: see
+# hack/tools/README.md.
 export GOWORK=off CGO_ENABLED=0
 
 mod_version() { # <module dir> <module path>
@@ -39,20 +61,73 @@ ETCD_VERSION="$(mod_version "$ETCD_MOD" go.etcd.io/etcd/server/v3)"
 BIN="$ROOT/_output/tools/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}/bin"
 mkdir -p "$BIN"
 
-# Two callers (say a test and hack/local-up.sh) may build at once; let the
-# second wait for the first instead of racing it on the same files.
-exec 9>"$BIN/.lock"
-if command -v flock >/dev/null; then
-	flock 9
-fi
-
 have() { [[ -x "$BIN/$1" ]]; }
+
+# kubectl_within_skew: Kubernetes supports kubectl one minor version either
+# side of the server; an older one lacks flags and kustomize features we use.
+kubectl_within_skew() { # <kubectl>
+	local want have
+	want="${K8S_VERSION#v*.}"; want="${want%%.*}"
+	have="$("$1" version --client -o json 2>/dev/null | sed -n 's/.*"minor": *"\([0-9]*\).*/\1/p' | head -n1)"
+	[[ -n "$have" ]] && (( have >= want - 1 && have <= want + 1 ))
+}
+
+if [[ "${KUBECTL_BUILD:-}" == 1 && -L "$BIN/kubectl" ]]; then
+	rm -f "$BIN/kubectl" # a link to the one on PATH: build one instead
+fi
+[[ -L "$BIN/kubectl" && ! -e "$BIN/kubectl" ]] && rm -f "$BIN/kubectl" # dangling link
+
+# Two callers (say a test and hack/local-up.sh) may build at once; one lock
+# per binary lets the second wait for the first instead of racing it on the
+# same files, and lets a kubectl build run beside a cluster start.
+todo=()
+for n in "${ALL[@]}"; do
+	[[ " ${want[*]} " == *" $n "* ]] && ! have "$n" || continue
+	exec {fd}>"$BIN/.lock-$n"
+	command -v flock >/dev/null && flock "$fd"
+	have "$n" || todo+=("$n")
+done
+
+# kubectl: prefer one on PATH within the skew (and say so), but always leave
+# one in $BIN so callers need only this directory.
+if [[ " ${todo[*]} " == *" kubectl "* && "${KUBECTL_BUILD:-}" != 1 ]]; then
+	if path_kubectl="$(command -v kubectl)" && kubectl_within_skew "$path_kubectl"; then
+		path_kubectl="$(readlink -f "$path_kubectl")"
+		log "using kubectl on PATH ($path_kubectl): within one minor version of $K8S_VERSION, so no build"
+		ln -s "$path_kubectl" "$BIN/kubectl"
+		todo=("${todo[@]/kubectl/}")
+	elif [[ -n "$path_kubectl" ]]; then
+		log "kubectl on PATH is more than one minor version from $K8S_VERSION; building a matching one"
+	fi
+fi
+k8s=()
+for n in kube-apiserver kube-controller-manager kubectl; do
+	[[ " ${todo[*]} " == *" $n "* ]] && k8s+=("k8s.io/kubernetes/cmd/$n")
+done
+build_etcd=
+[[ " ${todo[*]} " == *" etcd "* ]] && build_etcd=1
+if [[ -z "$build_etcd" && ${#k8s[@]} -eq 0 ]]; then
+	echo "$BIN"
+	exit 0
+fi
 
 # Binaries are built into a temporary directory and moved into place, so an
 # interrupted build never leaves a half-written binary that a later run would
 # take as done.
 TMP="$(mktemp -d "$BIN/.build.XXXXXX")"
-trap 'rm -rf "$TMP"' EXIT
+jobs_pids=()
+kill_tree() { # <pid>: the builds run in background subshells; stop them all
+	local c
+	for c in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$c"; done
+	kill "$1" 2>/dev/null || true
+}
+cleanup() {
+	local p
+	for p in "${jobs_pids[@]}"; do kill_tree "$p"; done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 # Stamp the Kubernetes binaries with their real version; without it they
 # report v0.0.0-master and `kubectl version` is misleading.
@@ -68,54 +143,77 @@ k8s_ldflags() {
 	echo "$f"
 }
 
-if ! have etcd; then
-	log "building etcd $ETCD_VERSION (about 20 s cold)"
-	(cd "$ETCD_MOD" && go build -trimpath -ldflags "-s -w" -o "$TMP/etcd" go.etcd.io/etcd/server/v3)
-	mv "$TMP/etcd" "$BIN/etcd"
-fi
-
-# kubectl_within_skew: Kubernetes supports kubectl one minor version either
-# side of the server; an older one lacks flags and kustomize features we use.
-kubectl_within_skew() { # <kubectl>
-	local want have
-	want="${K8S_VERSION#v*.}"; want="${want%%.*}"
-	have="$("$1" version --client -o json 2>/dev/null | sed -n 's/.*"minor": *"\([0-9]*\).*/\1/p' | head -n1)"
-	[[ -n "$have" ]] && (( have >= want - 1 && have <= want + 1 ))
+# Module downloads are network-bound: go fetches GOMAXPROCS modules at a time
+# (2 on a 2-core machine), so give it more. `go list -deps` downloads exactly
+# what the build needs; its output (the packages) goes to <out>.
+download() { # <label> <module dir> <out> <go args...>
+	local label=$1 dir=$2 out=$3
+	shift 3
+	(cd "$dir" && GOMAXPROCS=16 "$PROGRESS" -d "build-tools: $label" -- sh -c 'out=$1; shift; exec go "$@" >"$out"' sh "$out" "$@")
 }
 
-# kubectl: prefer the one on PATH (building it costs another minute or so),
-# but always leave one in $BIN so callers need only this directory.
-build_kubectl=
-if [[ "${KUBECTL_BUILD:-}" == 1 ]]; then
-	if [[ ! -x "$BIN/kubectl" || -L "$BIN/kubectl" ]]; then
-		rm -f "$BIN/kubectl"
-		build_kubectl=1
-	fi
-elif ! have kubectl; then
-	path_kubectl=""
-	rm -f "$BIN/kubectl" # a dangling link to a kubectl since removed
-	if path_kubectl="$(command -v kubectl)" && kubectl_within_skew "$path_kubectl"; then
-		path_kubectl="$(readlink -f "$path_kubectl")"
-		log "using kubectl on PATH: $path_kubectl"
-		ln -s "$path_kubectl" "$BIN/kubectl"
-	else
-		[[ -n "$path_kubectl" ]] && log "kubectl on PATH is more than one minor version from $K8S_VERSION; building a matching one"
-		build_kubectl=1
-	fi
-fi
+# build <label> <module dir> <package count> <go build args...>
+build() {
+	local label=$1 dir=$2 total=$3
+	shift 3
+	(cd "$dir" && "$PROGRESS" -p "$total" "build-tools: $label" -- go build -v -trimpath "$@")
+}
 
-pkgs=()
-have kube-apiserver || pkgs+=(k8s.io/kubernetes/cmd/kube-apiserver)
-have kube-controller-manager || pkgs+=(k8s.io/kubernetes/cmd/kube-controller-manager)
-[[ -n "$build_kubectl" ]] && pkgs+=(k8s.io/kubernetes/cmd/kubectl)
-if ((${#pkgs[@]})); then
-	log "building Kubernetes $K8S_VERSION: ${pkgs[*]##*/} (minutes when cold)"
-	# One go build for all of them so shared packages compile once.
-	(cd "$K8S_MOD" && go build -trimpath -ldflags "$(k8s_ldflags)" -o "$TMP/" "${pkgs[@]}")
-	for p in "${pkgs[@]}"; do
+etcd_pipeline() {
+	download "[etcd] modules" "$ETCD_MOD" "$TMP/etcd.deps" list -deps go.etcd.io/etcd/server/v3
+	build "[etcd] $ETCD_VERSION" "$ETCD_MOD" "$(wc -l <"$TMP/etcd.deps")" \
+		-ldflags "-s -w" -o "$TMP/etcd" go.etcd.io/etcd/server/v3
+	mv "$TMP/etcd" "$BIN/etcd"
+}
+
+k8s_pipeline() {
+	local names="${k8s[*]##*/}"
+	download "[kubernetes] modules" "$K8S_MOD" "$TMP/k8s.deps" list -deps "${k8s[@]}"
+	# Kubernetes' modules first, as its build is the longest; then the rest
+	# while it compiles.
+	prefetch_pipeline &
+	local prefetch=$!
+	build "[kubernetes] ${names// /, } $K8S_VERSION" "$K8S_MOD" "$(wc -l <"$TMP/k8s.deps")" \
+		-ldflags "$(k8s_ldflags)" -o "$TMP/" "${k8s[@]}"
+	for p in "${k8s[@]}"; do
 		mv "$TMP/${p##*/}" "$BIN/${p##*/}"
 	done
+	wait "$prefetch"
+}
+
+# The product's and the twin's modules, which the caller builds next; a
+# failure here is not ours to report (go build will say it again).
+prefetch_pipeline() {
+	download "[book-controller] modules" "$ROOT" /dev/null mod download || true
+	download "[controller-runtime twin] modules" "$ROOT/examples/controller-runtime" /dev/null mod download || true
+}
+
+start=$SECONDS
+what=()
+[[ -n "$build_etcd" ]] && what+=("etcd $ETCD_VERSION")
+((${#k8s[@]})) && what+=("${k8s[*]##*/} $K8S_VERSION")
+log "building ${what[*]} from source, once (they are kept in ${BIN#"$ROOT"/})."
+log "On 2 cores and empty Go caches this takes several minutes: Kubernetes is about 2,600 Go packages."
+
+names=()
+if [[ -n "$build_etcd" ]]; then
+	etcd_pipeline & jobs_pids+=($!); names+=(etcd)
+fi
+if ((${#k8s[@]})); then
+	k8s_pipeline & jobs_pids+=($!); names+=(kubernetes)
+fi
+if ((${#k8s[@]} == 0)); then
+	prefetch_pipeline & jobs_pids+=($!); names+=(prefetch)
 fi
 
-log "binaries ready"
+failed=()
+for i in "${!jobs_pids[@]}"; do
+	wait "${jobs_pids[$i]}" || failed+=("${names[$i]}")
+done
+jobs_pids=()
+if ((${#failed[@]})); then
+	log "building ${failed[*]} failed (output above)"
+	exit 1
+fi
+log "built ${what[*]} in $((SECONDS - start)) s"
 echo "$BIN"
