@@ -6,82 +6,109 @@
 #                      Books, wait until they are Ready and show the result.
 #   hack/demo.sh down  stop the controller; stop the local cluster if `up`
 #                      started it, else delete the example Books it applied.
+#
+# The talking to the cluster is done by hack/demo (Go), not kubectl: kubectl
+# is only for poking at the cluster afterwards, so on a first run it is built
+# in the background while the cluster starts and the Books get Ready.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 DEMO_DIR="$ROOT/_output/demo"
+BIN_DIR="$ROOT/_output/bin"
 LOCAL_KUBECONFIG="$ROOT/_output/local-cluster/kubeconfig"
 PID_FILE="$DEMO_DIR/controller.pid"
 LOG_FILE="$DEMO_DIR/controller.log"
+KUBECTL_LOG="$DEMO_DIR/kubectl-build.log"
 STARTED_CLUSTER="$DEMO_DIR/started-local-cluster"
-CRD=books.webapp.ydzs.io
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+# Bold headings on a terminal; plain lines in logs and CI.
+if [[ -t 1 ]]; then
+  say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+else
+  say() { printf '==> %s\n' "$*"; }
+fi
 die() { echo "demo: $*" >&2; exit 1; }
 
 command -v go >/dev/null || die "go not found on PATH; install Go $(sed -n 's/^go //p' go.mod)"
 
-# hack/build-tools.sh links the kubectl on PATH when its version fits the
-# cluster, and builds one otherwise.
-kubectl_path() {
-  echo "$(hack/build-tools.sh | tail -n1)/kubectl"
+# The flags of every build of ours (Makefile GO_BUILD): packages shared with
+# kube-apiserver's build come from the Go build cache.
+go_build() { # <output name> <package>
+  CGO_ENABLED=0 go build -trimpath -o "$BIN_DIR/$1" "$2"
 }
 
 controller_running() {
   [[ -f "$PID_FILE" ]] && kill -0 "$(cat "$PID_FILE")" 2>/dev/null
 }
 
+kubectl_pid=""
+# start_kubectl sets kubectl to the kubectl that hack/build-tools.sh keeps
+# next to the control plane: a link to the one on PATH when that is within
+# one minor version of the cluster, else one it builds. Getting it runs in
+# the background (output in KUBECTL_LOG); finish_kubectl waits for it.
+start_kubectl() { # <tools bin dir>
+  kubectl="$1/kubectl"
+  [[ -x "$kubectl" ]] && return
+  say "Getting a kubectl for the cluster's version in the background, for you to poke at it afterwards (log: ${KUBECTL_LOG#"$ROOT"/})"
+  hack/build-tools.sh kubectl >"$KUBECTL_LOG" 2>&1 &
+  kubectl_pid=$!
+}
+
+finish_kubectl() {
+  [[ -n "$kubectl_pid" ]] || return 0
+  if kill -0 "$kubectl_pid" 2>/dev/null; then
+    say "Waiting for the kubectl build that started in the background"
+    # Its progress lines, as they come, until it ends.
+    tail -n 3 -f --pid="$kubectl_pid" "$KUBECTL_LOG" 2>/dev/null || true
+  fi
+  if wait "$kubectl_pid"; then
+    grep -h "using kubectl on PATH" "$KUBECTL_LOG" || true
+  else
+    tail -n 20 "$KUBECTL_LOG" >&2
+    echo "demo: getting kubectl failed (log above); the demo itself worked. Retry with: hack/build-tools.sh kubectl" >&2
+  fi
+  kubectl_pid=""
+}
+trap '[[ -n "$kubectl_pid" ]] && kill "$kubectl_pid" 2>/dev/null || true' EXIT
+
 up() {
-  mkdir -p "$DEMO_DIR"
-  local kubectl
+  mkdir -p "$DEMO_DIR" "$BIN_DIR"
+  local start=$SECONDS kubectl
   if [[ -n "${KUBECONFIG:-}" && "$KUBECONFIG" != "$LOCAL_KUBECONFIG" ]]; then
     say "Using the cluster of KUBECONFIG=$KUBECONFIG"
-    kubectl=$(kubectl_path)
+    start_kubectl "$(hack/build-tools.sh --print-dir)"
   else
-    say "Starting the local control plane (the first run builds it from Go modules: several minutes)"
-    hack/build-tools.sh >/dev/null
+    say "Local control plane: etcd, kube-apiserver, kube-controller-manager"
+    # On a first run this builds them from source and says why it takes
+    # minutes; later it costs nothing.
+    local bin
+    bin=$(hack/build-tools.sh etcd kube-apiserver kube-controller-manager | tail -n1)
+    start_kubectl "$bin"
     hack/local-up.sh up
     [[ -f "$STARTED_CLUSTER" ]] || touch "$STARTED_CLUSTER"
     export KUBECONFIG="$LOCAL_KUBECONFIG"
-    kubectl=$(kubectl_path)
   fi
-  local k=("$kubectl" --kubeconfig "$KUBECONFIG")
 
-  say "Installing the Book CRD"
-  "${k[@]}" apply -f manifests/crd.yaml
-  "${k[@]}" wait --for condition=Established --timeout=60s "crd/$CRD"
-
+  go_build demo ./hack/demo
+  # The CRD first: the controller refuses to start without it.
+  "$BIN_DIR/demo" -kubeconfig "$KUBECONFIG" crd
   if controller_running; then
     say "The controller is already running (pid $(cat "$PID_FILE"))"
   else
     say "Building and starting the controller (log: ${LOG_FILE#"$ROOT"/})"
-    CGO_ENABLED=0 go build -o _output/bin/book-controller ./cmd/controller
-    nohup _output/bin/book-controller --kubeconfig "$KUBECONFIG" >"$LOG_FILE" 2>&1 &
+    go_build book-controller ./cmd/controller
+    nohup "$BIN_DIR/book-controller" --kubeconfig "$KUBECONFIG" >"$LOG_FILE" 2>&1 &
     echo $! >"$PID_FILE"
   fi
 
-  say "Applying manifests/examples"
-  "${k[@]}" apply -f manifests/examples/
+  if ! "$BIN_DIR/demo" -kubeconfig "$KUBECONFIG" -controller-pid "$(cat "$PID_FILE")" examples; then
+    tail -n 20 "$LOG_FILE" >&2
+    die "the Books did not get Ready; the controller's log ends as above"
+  fi
+  say "Every Book Ready $((SECONDS - start)) s after make demo started"
 
-  say "Waiting for every Book to be Ready"
-  local total ready deadline=$((SECONDS + 90))
-  total=$(ls manifests/examples/*.yaml | wc -l)
-  while :; do
-    controller_running || { tail -n 20 "$LOG_FILE" >&2; die "the controller exited; its log is above"; }
-    ready=$("${k[@]}" get books -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c '^True$' || true)
-    printf '    %d/%d Books Ready\n' "$ready" "$total"
-    ((ready >= total)) && break
-    ((SECONDS < deadline)) || { tail -n 20 "$LOG_FILE" >&2; die "Books not Ready after 90s; the controller log is above"; }
-    sleep 1
-  done
-
-  say "kubectl get books,configmaps"
-  "${k[@]}" get books,configmaps
-  say "Events of the Books"
-  "${k[@]}" get events --field-selector involvedObject.kind=Book \
-    -o custom-columns=OBJECT:.involvedObject.name,TYPE:.type,REASON:.reason,MESSAGE:.message
-
+  finish_kubectl
   cat <<MSG
 
 The controller is running in the background. Poke at it:
@@ -113,7 +140,9 @@ down() {
     rm -f "$STARTED_CLUSTER"
   elif [[ -n "${KUBECONFIG:-}" && -f "$KUBECONFIG" ]]; then
     say "Deleting the example Books from the cluster of KUBECONFIG=$KUBECONFIG (the CRD stays; make uninstall removes it)"
-    "$(kubectl_path)" --kubeconfig "$KUBECONFIG" delete --ignore-not-found -f manifests/examples/
+    mkdir -p "$BIN_DIR"
+    go_build demo ./hack/demo
+    "$BIN_DIR/demo" -kubeconfig "$KUBECONFIG" delete
   fi
 }
 
