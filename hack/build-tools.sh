@@ -5,6 +5,7 @@
 #   _output/tools/k8s-<version>-etcd-<version>/bin/
 #
 #   hack/build-tools.sh [NAME...]
+#   hack/build-tools.sh --print-dir      only print the bin directory
 #
 # NAME is etcd, kube-apiserver, kube-controller-manager or kubectl; without
 # names, all four. The local cluster needs the first three; kubectl is for
@@ -37,6 +38,11 @@ ALL=(etcd kube-apiserver kube-controller-manager kubectl)
 
 log() { echo "build-tools: $*" >&2; }
 
+print_dir=
+if [[ "${1:-}" == --print-dir ]]; then
+	print_dir=1
+	shift
+fi
 want=("$@")
 ((${#want[@]})) || want=("${ALL[@]}")
 for n in "${want[@]}"; do
@@ -59,6 +65,10 @@ mod_version() { # <module dir> <module path>
 K8S_VERSION="$(mod_version "$K8S_MOD" k8s.io/kubernetes)"
 ETCD_VERSION="$(mod_version "$ETCD_MOD" go.etcd.io/etcd/server/v3)"
 BIN="$ROOT/_output/tools/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}/bin"
+if [[ -n "$print_dir" ]]; then
+	echo "$BIN"
+	exit 0
+fi
 mkdir -p "$BIN"
 
 have() { [[ -x "$BIN/$1" ]]; }
@@ -149,14 +159,14 @@ k8s_ldflags() {
 download() { # <label> <module dir> <out> <go args...>
 	local label=$1 dir=$2 out=$3
 	shift 3
-	(cd "$dir" && GOMAXPROCS=16 "$PROGRESS" -d "build-tools: $label" -- sh -c 'out=$1; shift; exec go "$@" >"$out"' sh "$out" "$@")
+	(cd "$dir" && GOMAXPROCS=16 "$PROGRESS" -d "build-tools: $label" -- sh -c 'out=$1; shift; exec go "$@" >"$out"' sh "$out" "$@") >&2
 }
 
 # build <label> <module dir> <package count> <go build args...>
 build() {
 	local label=$1 dir=$2 total=$3
 	shift 3
-	(cd "$dir" && "$PROGRESS" -p "$total" "build-tools: $label" -- go build -v -trimpath "$@")
+	(cd "$dir" && "$PROGRESS" -p "$total" "build-tools: $label" -- go build -v -trimpath "$@") >&2
 }
 
 etcd_pipeline() {

@@ -13,10 +13,10 @@
 #   -t TOTAL  COMMAND is a `go test` of TOTAL packages: count the ok/FAIL/?
 #             lines and report "N/TOTAL packages done".
 #
-# Everything COMMAND prints (stdout and stderr together) goes to stderr,
-# except counted package names. The exit status is COMMAND's. The heartbeat
-# is a plain line (no cursor control codes), so it reads the same in a
-# terminal, a log file and CI.
+# Everything COMMAND prints (stdout and stderr together) goes to stdout,
+# except what is counted instead; the heartbeat goes to stderr. The exit
+# status is COMMAND's. The heartbeat is a plain line (no cursor control
+# codes), so it reads the same in a terminal, a log file and CI.
 set -uo pipefail
 
 mode="" total=0
@@ -92,7 +92,7 @@ start=$(date +%s)
 			if [[ $mode == tests && $line =~ ^(ok|FAIL|\?)[[:space:]] ]]; then
 				count=$((count + 1))
 			fi
-			echo "$line" >&2
+			printf '%s\n' "$line"
 			quiet=0
 			;;
 		esac
