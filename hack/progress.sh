@@ -46,16 +46,15 @@ duration() { # seconds -> 1m05s
 	if ((s >= 60)); then printf '%dm%02ds' $((s / 60)) $((s % 60)); else printf '%ds' "$s"; fi
 }
 
-start=$(date +%s)
+now() { echo "${EPOCHSECONDS:-$(date +%s)}"; }
+
+start=$(now)
 {
 	# The ticker writes into the same pipe as the command, so one reader sees
-	# output and time in order.
-	# Short sleeps that don't hold the pipe: once the ticker is killed, its
-	# last sleep neither delays the reader's EOF nor outlives it by long.
-	(while :; do
-		for ((i = 0; i < interval; i++)); do sleep 1 >/dev/null; done
-		echo "$tick"
-	done) &
+	# output and time in order. Short sleeps that don't hold the pipe: once
+	# the ticker is killed, its last sleep neither delays the reader's EOF
+	# nor outlives it by long.
+	(while sleep 1 >/dev/null; do echo "$tick"; done) &
 	ticker=$!
 	"$@" 2>&1
 	rc=$?
@@ -63,22 +62,22 @@ start=$(date +%s)
 	wait "$ticker" 2>/dev/null
 	echo "$done_mark $rc"
 } | {
-	count=0 quiet=1 rc=1
+	count=0 rc=1 last=$start
 	while IFS= read -r line; do
 		case $line in
 		"$tick")
-			# In counting mode the output is swallowed, so always report;
-			# otherwise only when the command itself has been quiet.
-			if [[ $mode == packages || $mode == downloads ]] || ((quiet)); then
-				msg="$label: $(duration $(($(date +%s) - start))) elapsed"
-				case $mode in
-				packages) msg+=", $count of up to $total packages compiled" ;;
-				downloads) msg+=", $count modules downloaded" ;;
-				tests) msg+=", $count/$total packages done" ;;
-				esac
-				echo "$msg" >&2
-			fi
-			quiet=1
+			# A heartbeat once nothing has been printed for an interval;
+			# in a counting mode the counted lines are not printed.
+			t=$(now)
+			((t - last >= interval)) || continue
+			msg="$label: $(duration $((t - start))) elapsed"
+			case $mode in
+			packages) msg+=", $count of up to $total packages compiled" ;;
+			downloads) msg+=", $count modules downloaded" ;;
+			tests) msg+=", $count/$total packages done" ;;
+			esac
+			echo "$msg" >&2
+			last=$t
 			;;
 		"$done_mark "*)
 			rc=${line#"$done_mark "}
@@ -93,7 +92,7 @@ start=$(date +%s)
 				count=$((count + 1))
 			fi
 			printf '%s\n' "$line"
-			quiet=0
+			last=$(now)
 			;;
 		esac
 	done
