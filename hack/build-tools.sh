@@ -166,6 +166,7 @@ download() { # <label> <module dir> <out> <go args...>
 build() {
 	local label=$1 dir=$2 total=$3
 	shift 3
+	log "$label: compiling up to $total packages (those in the Go build cache are reused)"
 	(cd "$dir" && "$PROGRESS" -p "$total" "build-tools: $label" -- go build -v -trimpath "$@") >&2
 }
 
@@ -202,8 +203,9 @@ start=$SECONDS
 what=()
 [[ -n "$build_etcd" ]] && what+=("etcd $ETCD_VERSION")
 ((${#k8s[@]})) && what+=("${k8s[*]##*/} $K8S_VERSION")
-log "building ${what[*]} from source, once (they are kept in ${BIN#"$ROOT"/})."
-log "On 2 cores and empty Go caches this takes several minutes: Kubernetes is about 2,600 Go packages."
+log "building ${what[*]} from source. This is slow the first time only: the versions are"
+log "pinned as Go modules (hack/tools), so their thousands of Go packages compile on this machine;"
+log "the binaries are kept in ${BIN#"$ROOT"/} and the compiled packages in the Go build cache."
 
 names=()
 if [[ -n "$build_etcd" ]]; then
