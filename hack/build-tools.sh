@@ -185,7 +185,7 @@ k8s_pipeline() {
 	prefetch_pipeline &
 	local prefetch=$!
 	build "[kubernetes] ${names// /, } $K8S_VERSION" "$K8S_MOD" "$(wc -l <"$TMP/k8s.deps")" \
-		-ldflags "$(k8s_ldflags)" -o "$TMP/" "${k8s[@]}"
+		-ldflags "$(k8s_ldflags)" -o "$TMP/" "${k8s[@]}" || { kill_tree "$prefetch"; return 1; }
 	for p in "${k8s[@]}"; do
 		mv "$TMP/${p##*/}" "$BIN/${p##*/}"
 	done
