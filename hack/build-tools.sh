@@ -131,9 +131,10 @@ kill_tree() { # <pid>: the builds run in background subshells; stop them all
 	for c in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$c"; done
 	kill "$1" 2>/dev/null || true
 }
+prefetch_pid=""
 cleanup() {
 	local p
-	for p in "${jobs_pids[@]}"; do kill_tree "$p"; done
+	for p in "${jobs_pids[@]}" $prefetch_pid; do kill_tree "$p"; done
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -155,11 +156,14 @@ k8s_ldflags() {
 
 # Module downloads are network-bound: go fetches GOMAXPROCS modules at a time
 # (2 on a 2-core machine), so give it more. `go list -deps` downloads exactly
-# what the build needs; its output (the packages) goes to <out>.
-download() { # <label> <module dir> <out> <go args...>
+# what the build needs; it writes one line per package to <out>:
+# "<import path> <module path>", the module empty for the standard library.
+download() { # <label> <module dir> <out> <packages...>
 	local label=$1 dir=$2 out=$3
 	shift 3
-	(cd "$dir" && GOMAXPROCS=16 "$PROGRESS" -d "build-tools: $label" -- sh -c 'out=$1; shift; exec go "$@" >"$out"' sh "$out" "$@") >&2
+	[[ "$out" == /dev/null ]] || log "$label: downloading the modules of ${*: -1} and what it imports"
+	(cd "$dir" && GOMAXPROCS=16 "$PROGRESS" -d "build-tools: $label" -- \
+		sh -c 'out=$1; shift; exec go list -deps -f "{{.ImportPath}} {{with .Module}}{{.Path}}{{end}}" "$@" >"$out"' sh "$out" "$@") >&2
 }
 
 # build <label> <module dir> <package count> <go build args...>
@@ -170,33 +174,48 @@ build() {
 	(cd "$dir" && "$PROGRESS" -p "$total" "build-tools: $label" -- go build -v -trimpath "$@") >&2
 }
 
-etcd_pipeline() {
-	download "[etcd] modules" "$ETCD_MOD" "$TMP/etcd.deps" list -deps go.etcd.io/etcd/server/v3
-	build "[etcd] $ETCD_VERSION" "$ETCD_MOD" "$(wc -l <"$TMP/etcd.deps")" \
-		-ldflags "-s -w" -o "$TMP/etcd" go.etcd.io/etcd/server/v3
-	mv "$TMP/etcd" "$BIN/etcd"
+# nodwarf_flags <deps file> [<module list file>]: -gcflags that skip DWARF
+# generation in the packages of every module in the deps file except those
+# listed in the second file. -ldflags=-w drops DWARF from the binaries anyway,
+# and generating it is about a tenth of compile time; packages shared with
+# the controller's builds (modules in its go.mod) keep the default flags, so
+# that they stay shared.
+nodwarf_flags() {
+	local m
+	for m in $(awk 'NF == 2 {print $2}' "$1" | sort -u | { if [[ -n "${2:-}" ]]; then grep -vxFf "$2"; else cat; fi; }); do
+		printf -- '-gcflags=%s/...=-dwarf=false\n' "$m"
+	done
 }
 
-k8s_pipeline() {
-	local names="${k8s[*]##*/}"
-	download "[kubernetes] modules" "$K8S_MOD" "$TMP/k8s.deps" list -deps "${k8s[@]}"
-	# Kubernetes' modules first, as its build is the longest; then the rest
-	# while it compiles.
-	prefetch_pipeline &
-	local prefetch=$!
-	build "[kubernetes] ${names// /, } $K8S_VERSION" "$K8S_MOD" "$(wc -l <"$TMP/k8s.deps")" \
-		-ldflags "$(k8s_ldflags)" -o "$TMP/" "${k8s[@]}" || { kill_tree "$prefetch"; return 1; }
-	for p in "${k8s[@]}"; do
-		mv "$TMP/${p##*/}" "$BIN/${p##*/}"
-	done
-	wait "$prefetch"
-}
+count_nonstd() { awk 'NF == 2' "$1" | wc -l; }
 
 # The product's and the twin's modules, which the caller builds next; a
 # failure here is not ours to report (go build will say it again).
-prefetch_pipeline() {
-	download "[book-controller] modules" "$ROOT" /dev/null mod download || true
-	download "[controller-runtime twin] modules" "$ROOT/examples/controller-runtime" /dev/null mod download || true
+prefetch() {
+	download "[book-controller] modules" "$ROOT" /dev/null -test ./... || true
+	download "[controller-runtime twin] modules" "$ROOT/examples/controller-runtime" /dev/null -test ./... || true
+}
+
+# background <name> <command...>: run in the background, to be awaited by
+# await_all, and killed with its children if this script is interrupted.
+names=()
+background() {
+	local name=$1
+	shift
+	"$@" &
+	jobs_pids+=($!)
+	names+=("$name")
+}
+await_all() {
+	local failed=() i
+	for i in "${!jobs_pids[@]}"; do
+		wait "${jobs_pids[$i]}" || failed+=("${names[$i]}")
+	done
+	jobs_pids=() names=()
+	if ((${#failed[@]})); then
+		log "${failed[*]} failed (output above)"
+		exit 1
+	fi
 }
 
 start=$SECONDS
@@ -207,25 +226,51 @@ log "building ${what[*]} from source. This is slow the first time only: the vers
 log "pinned as Go modules (hack/tools), so their thousands of Go packages compile on this machine;"
 log "the binaries are kept in ${BIN#"$ROOT"/} and the compiled packages in the Go build cache."
 
-names=()
+# 1. Modules, both tools modules at once.
+touch "$TMP/etcd.deps" "$TMP/k8s.deps"
+[[ -n "$build_etcd" ]] && background "downloading etcd's modules" \
+	download "[1/3 modules] etcd" "$ETCD_MOD" "$TMP/etcd.deps" go.etcd.io/etcd/server/v3
+((${#k8s[@]})) && background "downloading Kubernetes' modules" \
+	download "[1/3 modules] kubernetes" "$K8S_MOD" "$TMP/k8s.deps" "${k8s[@]}"
+await_all
+# The rest while compiling; it only competes for the network.
+prefetch &
+prefetch_pid=$!
+
+# 2. The standard library once: etcd and Kubernetes would otherwise both
+# compile it at the same moment.
+std=$(cat "$TMP/etcd.deps" "$TMP/k8s.deps" | awk 'NF == 1' | sort -u)
+std_dir=$K8S_MOD
+((${#k8s[@]})) || std_dir=$ETCD_MOD
+# shellcheck disable=SC2086 # one package per word
+build "[2/3 std] Go standard library" "$std_dir" "$(wc -w <<<"$std")" $std
+
+# 3. etcd and Kubernetes side by side: two builds keep both cores busy while
+# either links or waits on a large package.
 if [[ -n "$build_etcd" ]]; then
-	etcd_pipeline & jobs_pids+=($!); names+=(etcd)
+	etcd() {
+		# shellcheck disable=SC2046 # one flag per line
+		build "[3/3 etcd] $ETCD_VERSION" "$ETCD_MOD" "$(count_nonstd "$TMP/etcd.deps")" \
+			-ldflags "-s -w" $(nodwarf_flags "$TMP/etcd.deps") -o "$TMP/etcd" go.etcd.io/etcd/server/v3
+		mv "$TMP/etcd" "$BIN/etcd"
+	}
+	background "building etcd" etcd
 fi
 if ((${#k8s[@]})); then
-	k8s_pipeline & jobs_pids+=($!); names+=(kubernetes)
+	(cd "$ROOT" && go mod edit -json | sed -n 's/^\t*"Path": "\(.*\)",*$/\1/p') >"$TMP/product.mods"
+	kubernetes() {
+		local names="${k8s[*]##*/}"
+		# shellcheck disable=SC2046 # one flag per line
+		build "[3/3 kubernetes] ${names// /, } $K8S_VERSION" "$K8S_MOD" "$(count_nonstd "$TMP/k8s.deps")" \
+			-ldflags "$(k8s_ldflags)" $(nodwarf_flags "$TMP/k8s.deps" "$TMP/product.mods") -o "$TMP/" "${k8s[@]}"
+		for p in "${k8s[@]}"; do
+			mv "$TMP/${p##*/}" "$BIN/${p##*/}"
+		done
+	}
+	background "building Kubernetes" kubernetes
 fi
-if ((${#k8s[@]} == 0)); then
-	prefetch_pipeline & jobs_pids+=($!); names+=(prefetch)
-fi
-
-failed=()
-for i in "${!jobs_pids[@]}"; do
-	wait "${jobs_pids[$i]}" || failed+=("${names[$i]}")
-done
-jobs_pids=()
-if ((${#failed[@]})); then
-	log "building ${failed[*]} failed (output above)"
-	exit 1
-fi
+await_all
+wait "$prefetch_pid"
+prefetch_pid=""
 log "built ${what[*]} in $((SECONDS - start)) s"
 echo "$BIN"
