@@ -161,7 +161,7 @@ k8s_ldflags() {
 download() { # <label> <module dir> <out> <packages...>
 	local label=$1 dir=$2 out=$3
 	shift 3
-	[[ "$out" == /dev/null ]] || log "$label: downloading the modules of ${*: -1} and what it imports"
+	[[ "$out" == /dev/null ]] || log "$label: downloading the Go modules it builds from"
 	(cd "$dir" && GOMAXPROCS=16 "$PROGRESS" -d "build-tools: $label" -- \
 		sh -c 'out=$1; shift; exec go list -deps -f "{{.ImportPath}} {{with .Module}}{{.Path}}{{end}}" "$@" >"$out"' sh "$out" "$@") >&2
 }
