@@ -23,8 +23,10 @@
 # as soon as theirs are (shared packages compile once).
 #
 # Environment:
-#   KUBECTL_BUILD=1  build kubectl from the pinned Kubernetes even when one
-#                    within the supported +/-1 minor version skew is on PATH.
+#   KUBECTL_BUILD=1     build kubectl from the pinned Kubernetes even when one
+#                       within the supported +/-1 minor version skew is on PATH.
+#   KUBECTL_NO_BUILD=1  link kubectl from PATH if it is within the skew, but
+#                       never build one.
 #
 # Versions are pinned only in hack/tools/kubernetes/go.mod and
 # hack/tools/etcd/go.mod.
@@ -105,6 +107,8 @@ if [[ " ${todo[*]} " == *" kubectl "* && "${KUBECTL_BUILD:-}" != 1 ]]; then
 		path_kubectl="$(readlink -f "$path_kubectl")"
 		log "using kubectl on PATH ($path_kubectl): within one minor version of $K8S_VERSION, so no build"
 		ln -s "$path_kubectl" "$BIN/kubectl"
+		todo=("${todo[@]/kubectl/}")
+	elif [[ "${KUBECTL_NO_BUILD:-}" == 1 ]]; then
 		todo=("${todo[@]/kubectl/}")
 	elif [[ -n "$path_kubectl" ]]; then
 		log "kubectl on PATH is more than one minor version from $K8S_VERSION; building a matching one"

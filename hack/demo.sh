@@ -9,7 +9,7 @@
 #
 # The talking to the cluster is done by hack/demo (Go), not kubectl: kubectl
 # is only for poking at the cluster afterwards, so on a first run it is built
-# in the background while the cluster starts and the Books get Ready.
+# last, in the background, once the Books are Ready (make demo-down stops it).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,6 +20,7 @@ LOCAL_KUBECONFIG="$ROOT/_output/local-cluster/kubeconfig"
 PID_FILE="$DEMO_DIR/controller.pid"
 LOG_FILE="$DEMO_DIR/controller.log"
 KUBECTL_LOG="$DEMO_DIR/kubectl-build.log"
+KUBECTL_PID="$DEMO_DIR/kubectl-build.pid"
 STARTED_CLUSTER="$DEMO_DIR/started-local-cluster"
 
 # Bold headings on a terminal; plain lines in logs and CI.
@@ -42,62 +43,55 @@ controller_running() {
   [[ -f "$PID_FILE" ]] && kill -0 "$(cat "$PID_FILE")" 2>/dev/null
 }
 
-kubectl_pid=""
-# start_kubectl sets kubectl to the kubectl that hack/build-tools.sh keeps
-# next to the control plane: a link to the one on PATH when that is within
-# one minor version of the cluster, else one it builds. Getting it runs in
-# the background (output in KUBECTL_LOG); finish_kubectl waits for it.
-start_kubectl() { # <tools bin dir>
+# kubectl_for_user prints how to get a kubectl within one minor version of
+# the cluster: the one hack/build-tools.sh keeps next to the control plane
+# (a link to the one on PATH when that is within the skew). If it must be
+# built, the build starts in the background and outlives the demo by a minute
+# or two; the user reads the demo's output meanwhile.
+kubectl_for_user() { # <tools bin dir>
   kubectl="$1/kubectl"
   [[ -x "$kubectl" ]] && return
-  say "Getting a kubectl for the cluster's version in the background, for you to poke at it afterwards (log: ${KUBECTL_LOG#"$ROOT"/})"
-  hack/build-tools.sh kubectl >"$KUBECTL_LOG" 2>&1 &
-  kubectl_pid=$!
-}
-
-finish_kubectl() {
-  [[ -n "$kubectl_pid" ]] || return 0
-  if kill -0 "$kubectl_pid" 2>/dev/null; then
-    say "Waiting for the kubectl build that started in the background"
-    # Its progress lines, as they come, until it ends.
-    tail -n 3 -f --pid="$kubectl_pid" "$KUBECTL_LOG" 2>/dev/null || true
+  # Links the one on PATH, if it fits, in a fraction of a second.
+  if command -v kubectl >/dev/null && KUBECTL_NO_BUILD=1 hack/build-tools.sh kubectl >/dev/null 2>&1 && [[ -x "$kubectl" ]]; then
+    return
   fi
-  if wait "$kubectl_pid"; then
-    grep -h "using kubectl on PATH" "$KUBECTL_LOG" || true
-  else
-    tail -n 20 "$KUBECTL_LOG" >&2
-    echo "demo: getting kubectl failed (log above); the demo itself worked. Retry with: hack/build-tools.sh kubectl" >&2
+  if [[ -f "$KUBECTL_PID" ]] && kill -0 "$(cat "$KUBECTL_PID")" 2>/dev/null; then
+    return # still building from an earlier run
   fi
-  kubectl_pid=""
+  say "Building kubectl in the background (about 2 minutes on 2 cores; log: ${KUBECTL_LOG#"$ROOT"/}): none within one minor version of the cluster is on PATH"
+  nohup hack/build-tools.sh kubectl >"$KUBECTL_LOG" 2>&1 &
+  echo $! >"$KUBECTL_PID"
+  kubectl_note="
+  # kubectl is being built in the background: ready once ${KUBECTL_LOG#"$ROOT"/} says \"built kubectl\""
 }
-trap '[[ -n "$kubectl_pid" ]] && kill "$kubectl_pid" 2>/dev/null || true' EXIT
 
 up() {
   mkdir -p "$DEMO_DIR" "$BIN_DIR"
-  local start=$SECONDS kubectl
+  local start=$SECONDS kubectl kubectl_note="" builds
   if [[ -n "${KUBECONFIG:-}" && "$KUBECONFIG" != "$LOCAL_KUBECONFIG" ]]; then
     say "Using the cluster of KUBECONFIG=$KUBECONFIG"
-    start_kubectl "$(hack/build-tools.sh --print-dir)"
+    go_build demo ./hack/demo
+    go_build book-controller ./cmd/controller
   else
     say "Local control plane: etcd, kube-apiserver, kube-controller-manager"
     # On a first run this builds them from source and says why it takes
     # minutes; later it costs nothing.
-    local bin
-    bin=$(hack/build-tools.sh etcd kube-apiserver kube-controller-manager | tail -n1)
-    start_kubectl "$bin"
+    hack/build-tools.sh etcd kube-apiserver kube-controller-manager >/dev/null
+    # Our two binaries build while the control plane starts.
+    (go_build demo ./hack/demo && go_build book-controller ./cmd/controller) &
+    builds=$!
     hack/local-up.sh up
     [[ -f "$STARTED_CLUSTER" ]] || touch "$STARTED_CLUSTER"
     export KUBECONFIG="$LOCAL_KUBECONFIG"
+    wait "$builds" || die "building hack/demo or cmd/controller failed (output above)"
   fi
 
-  go_build demo ./hack/demo
   # The CRD first: the controller refuses to start without it.
   "$BIN_DIR/demo" -kubeconfig "$KUBECONFIG" crd
   if controller_running; then
     say "The controller is already running (pid $(cat "$PID_FILE"))"
   else
-    say "Building and starting the controller (log: ${LOG_FILE#"$ROOT"/})"
-    go_build book-controller ./cmd/controller
+    say "Starting the controller (log: ${LOG_FILE#"$ROOT"/})"
     nohup "$BIN_DIR/book-controller" --kubeconfig "$KUBECONFIG" >"$LOG_FILE" 2>&1 &
     echo $! >"$PID_FILE"
   fi
@@ -108,11 +102,11 @@ up() {
   fi
   say "Every Book Ready $((SECONDS - start)) s after make demo started"
 
-  finish_kubectl
+  kubectl_for_user "$(hack/build-tools.sh --print-dir)"
   cat <<MSG
 
 The controller is running in the background. Poke at it:
-  export KUBECONFIG=$KUBECONFIG
+  export KUBECONFIG=$KUBECONFIG${kubectl_note}
   alias kubectl=$kubectl   # a kubectl that matches the cluster's version
   kubectl get books                                   # Title, Price, Ready, Age
   kubectl patch book book-sample --type merge -p '{"spec":{"price":120}}'
@@ -125,6 +119,11 @@ MSG
 }
 
 down() {
+  if [[ -f "$KUBECTL_PID" ]] && kill -0 "$(cat "$KUBECTL_PID")" 2>/dev/null; then
+    say "Stopping the kubectl build (pid $(cat "$KUBECTL_PID"))"
+    kill -TERM "$(cat "$KUBECTL_PID")"
+  fi
+  rm -f "$KUBECTL_PID"
   if controller_running; then
     local pid
     pid=$(cat "$PID_FILE")
