@@ -58,21 +58,9 @@ build: ## Build the controller binary into _output/bin/book-controller.
 tools: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl (unless one within skew is on PATH) for the local cluster.
 	hack/build-tools.sh >/dev/null
 
-# make test runs the unit packages under the race detector, and the
-# integration tests and CRD schema tests without it, built with GO_BUILD's
-# flags so that they reuse what make demo and make build compiled. -race
-# found nothing there that the unit packages' -race does not (README, Tests).
-RACE_PKGS := ./cmd/... ./pkg/... ./hack/...
-NORACE_PKGS := ./manifests/... ./test/...
-
 .PHONY: test
 test: tools ## Unit tests (-race) and integration tests against a local control plane.
-	@rc=0; \
-	hack/progress.sh -t $$(go list $(RACE_PKGS) | wc -l) "make test [1/2] unit packages with -race" -- \
-	  go test -race -timeout 25m $(TESTFLAGS) $(RACE_PKGS) || rc=1; \
-	CGO_ENABLED=0 hack/progress.sh -t $$(go list $(NORACE_PKGS) | wc -l) "make test [2/2] integration packages" -- \
-	  go test -trimpath -timeout 25m $(TESTFLAGS) $(NORACE_PKGS) || rc=1; \
-	exit $$rc
+	hack/test.sh $(TESTFLAGS)
 
 .PHONY: run
 run: ## Run the controller from source against $KUBECONFIG (default: the local cluster).
