@@ -24,7 +24,7 @@ KUBECONFIG ?= $(abspath $(LOCAL_KUBECONFIG))
 export KUBECONFIG
 # kubectl from hack/build-tools.sh: the one on PATH when within one minor
 # version of the local cluster, else one built from the pinned Kubernetes.
-KUBECTL ?= $(shell hack/build-tools.sh | tail -n1)/kubectl
+KUBECTL ?= $(shell hack/build-tools.sh kubectl | tail -n1)/kubectl
 
 .PHONY: help
 help: ## Show this help.
