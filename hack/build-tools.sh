@@ -1,18 +1,32 @@
 #!/usr/bin/env bash
-# Builds the binaries of the local control plane (etcd, kube-apiserver,
-# kube-controller-manager, and kubectl if none is on PATH) from the tools
-# modules under hack/tools, into a git-ignored directory keyed by version:
+# Builds the binaries of the local control plane from the tools modules under
+# hack/tools, into a git-ignored directory keyed by version:
 #
 #   _output/tools/k8s-<version>-etcd-<version>/bin/
 #
-# A binary already there is not built again, so a warm run costs seconds.
-# Progress goes to stderr; the LAST line of stdout is the bin directory, so
-# callers can do: BIN=$(hack/build-tools.sh | tail -n1)
+#   hack/build-tools.sh [NAME...]
+#   hack/build-tools.sh --print-dir      only print the bin directory
+#
+# NAME is etcd, kube-apiserver, kube-controller-manager or kubectl; without
+# names, all four. The local cluster needs the first three; kubectl is for
+# people and for the deployment tests (kubectl kustomize). A binary already
+# there is not built again, so a warm run costs a fraction of a second.
+#
+# Progress goes to stderr, a line at least every 15 s while building; the LAST
+# line of stdout is the bin directory, so callers can do:
+#   BIN=$(hack/build-tools.sh | tail -n1)
+#
+# A cold run does three things at once: downloads the modules (also the
+# product's and the controller-runtime twin's, which `make demo` and
+# `make test` build next), builds etcd as soon as its modules are in, and
+# builds kube-apiserver, kube-controller-manager and kubectl in one `go build`
+# as soon as theirs are (shared packages compile once).
 #
 # Environment:
-#   KUBECTL_BUILD=1  build kubectl from the pinned Kubernetes even when one is
-#                    on PATH (the one on PATH may be outside the supported
-#                    +/-1 minor version skew).
+#   KUBECTL_BUILD=1     build kubectl from the pinned Kubernetes even when one
+#                       within the supported +/-1 minor version skew is on PATH.
+#   KUBECTL_NO_BUILD=1  link kubectl from PATH if it is within the skew, but
+#                       never build one.
 #
 # Versions are pinned only in hack/tools/kubernetes/go.mod and
 # hack/tools/etcd/go.mod.
@@ -21,13 +35,29 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 K8S_MOD="$ROOT/hack/tools/kubernetes"
 ETCD_MOD="$ROOT/hack/tools/etcd"
+PROGRESS="$ROOT/hack/progress.sh"
+ALL=(etcd kube-apiserver kube-controller-manager kubectl)
 
 log() { echo "build-tools: $*" >&2; }
+
+print_dir=
+if [[ "${1:-}" == --print-dir ]]; then
+	print_dir=1
+	shift
+fi
+want=("$@")
+((${#want[@]})) || want=("${ALL[@]}")
+for n in "${want[@]}"; do
+	[[ " ${ALL[*]} " == *" $n "* ]] || { log "unknown binary \"$n\": want one of ${ALL[*]}"; exit 2; }
+done
 
 command -v go >/dev/null || { log "go not found on PATH; install Go (see go.mod for the version)"; exit 1; }
 
 # The tools modules must not be pulled into a workspace of the product, and the
 # binaries need no cgo (static binaries run anywhere on this machine kind).
+# -trimpath and CGO_ENABLED=0 are also what the controller is built with, so
+# the packages both use (client-go, apimachinery, ...) compile once: see
+# hack/tools/README.md.
 export GOWORK=off CGO_ENABLED=0
 
 mod_version() { # <module dir> <module path>
@@ -37,22 +67,82 @@ mod_version() { # <module dir> <module path>
 K8S_VERSION="$(mod_version "$K8S_MOD" k8s.io/kubernetes)"
 ETCD_VERSION="$(mod_version "$ETCD_MOD" go.etcd.io/etcd/server/v3)"
 BIN="$ROOT/_output/tools/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}/bin"
+if [[ -n "$print_dir" ]]; then
+	echo "$BIN"
+	exit 0
+fi
 mkdir -p "$BIN"
 
-# Two callers (say a test and hack/local-up.sh) may build at once; let the
-# second wait for the first instead of racing it on the same files.
-exec 9>"$BIN/.lock"
-if command -v flock >/dev/null; then
-	flock 9
-fi
-
 have() { [[ -x "$BIN/$1" ]]; }
+
+# kubectl_within_skew: Kubernetes supports kubectl one minor version either
+# side of the server; an older one lacks flags and kustomize features we use.
+kubectl_within_skew() { # <kubectl>
+	local want have
+	want="${K8S_VERSION#v*.}"; want="${want%%.*}"
+	have="$("$1" version --client -o json 2>/dev/null | sed -n 's/.*"minor": *"\([0-9]*\).*/\1/p' | head -n1)"
+	[[ -n "$have" ]] && (( have >= want - 1 && have <= want + 1 ))
+}
+
+if [[ "${KUBECTL_BUILD:-}" == 1 && -L "$BIN/kubectl" ]]; then
+	rm -f "$BIN/kubectl" # a link to the one on PATH: build one instead
+fi
+[[ -L "$BIN/kubectl" && ! -e "$BIN/kubectl" ]] && rm -f "$BIN/kubectl" # dangling link
+
+# Two callers (say a test and hack/local-up.sh) may build at once; one lock
+# per binary lets the second wait for the first instead of racing it on the
+# same files, and lets a kubectl build run beside a cluster start.
+todo=()
+for n in "${ALL[@]}"; do
+	[[ " ${want[*]} " == *" $n "* ]] && ! have "$n" || continue
+	exec {fd}>"$BIN/.lock-$n"
+	command -v flock >/dev/null && flock "$fd"
+	have "$n" || todo+=("$n")
+done
+
+# kubectl: prefer one on PATH within the skew (and say so), but always leave
+# one in $BIN so callers need only this directory.
+if [[ " ${todo[*]} " == *" kubectl "* && "${KUBECTL_BUILD:-}" != 1 ]]; then
+	if path_kubectl="$(command -v kubectl)" && kubectl_within_skew "$path_kubectl"; then
+		path_kubectl="$(readlink -f "$path_kubectl")"
+		log "using kubectl on PATH ($path_kubectl): within one minor version of $K8S_VERSION, so no build"
+		ln -s "$path_kubectl" "$BIN/kubectl"
+		todo=("${todo[@]/kubectl/}")
+	elif [[ "${KUBECTL_NO_BUILD:-}" == 1 ]]; then
+		todo=("${todo[@]/kubectl/}")
+	elif [[ -n "$path_kubectl" ]]; then
+		log "kubectl on PATH is more than one minor version from $K8S_VERSION; building a matching one"
+	fi
+fi
+k8s=()
+for n in kube-apiserver kube-controller-manager kubectl; do
+	[[ " ${todo[*]} " == *" $n "* ]] && k8s+=("k8s.io/kubernetes/cmd/$n")
+done
+build_etcd=
+[[ " ${todo[*]} " == *" etcd "* ]] && build_etcd=1
+if [[ -z "$build_etcd" && ${#k8s[@]} -eq 0 ]]; then
+	echo "$BIN"
+	exit 0
+fi
 
 # Binaries are built into a temporary directory and moved into place, so an
 # interrupted build never leaves a half-written binary that a later run would
 # take as done.
 TMP="$(mktemp -d "$BIN/.build.XXXXXX")"
-trap 'rm -rf "$TMP"' EXIT
+jobs_pids=()
+kill_tree() { # <pid>: the builds run in background subshells; stop them all
+	local c
+	for c in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$c"; done
+	kill "$1" 2>/dev/null || true
+}
+prefetch_pid=""
+cleanup() {
+	local p
+	for p in "${jobs_pids[@]}" $prefetch_pid; do kill_tree "$p"; done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 # Stamp the Kubernetes binaries with their real version; without it they
 # report v0.0.0-master and `kubectl version` is misleading.
@@ -68,54 +158,123 @@ k8s_ldflags() {
 	echo "$f"
 }
 
-if ! have etcd; then
-	log "building etcd $ETCD_VERSION (about 20 s cold)"
-	(cd "$ETCD_MOD" && go build -trimpath -ldflags "-s -w" -o "$TMP/etcd" go.etcd.io/etcd/server/v3)
-	mv "$TMP/etcd" "$BIN/etcd"
-fi
-
-# kubectl_within_skew: Kubernetes supports kubectl one minor version either
-# side of the server; an older one lacks flags and kustomize features we use.
-kubectl_within_skew() { # <kubectl>
-	local want have
-	want="${K8S_VERSION#v*.}"; want="${want%%.*}"
-	have="$("$1" version --client -o json 2>/dev/null | sed -n 's/.*"minor": *"\([0-9]*\).*/\1/p' | head -n1)"
-	[[ -n "$have" ]] && (( have >= want - 1 && have <= want + 1 ))
+# Module downloads are network-bound: go fetches GOMAXPROCS modules at a time
+# (2 on a 2-core machine), so give it more. `go list -deps` downloads exactly
+# what the build needs; it writes one line per package to <out>:
+# "<import path> <module path>", the module empty for the standard library.
+download() { # <label> <module dir> <out> <packages...>
+	local label=$1 dir=$2 out=$3
+	shift 3
+	[[ "$out" == /dev/null ]] || log "$label: downloading the Go modules it builds from"
+	(cd "$dir" && GOMAXPROCS=16 "$PROGRESS" -d "build-tools: $label" -- \
+		sh -c 'out=$1; shift; exec go list -deps -f "{{.ImportPath}} {{with .Module}}{{.Path}}{{end}}" "$@" >"$out"' sh "$out" "$@") >&2
 }
 
-# kubectl: prefer the one on PATH (building it costs another minute or so),
-# but always leave one in $BIN so callers need only this directory.
-build_kubectl=
-if [[ "${KUBECTL_BUILD:-}" == 1 ]]; then
-	if [[ ! -x "$BIN/kubectl" || -L "$BIN/kubectl" ]]; then
-		rm -f "$BIN/kubectl"
-		build_kubectl=1
-	fi
-elif ! have kubectl; then
-	path_kubectl=""
-	rm -f "$BIN/kubectl" # a dangling link to a kubectl since removed
-	if path_kubectl="$(command -v kubectl)" && kubectl_within_skew "$path_kubectl"; then
-		path_kubectl="$(readlink -f "$path_kubectl")"
-		log "using kubectl on PATH: $path_kubectl"
-		ln -s "$path_kubectl" "$BIN/kubectl"
-	else
-		[[ -n "$path_kubectl" ]] && log "kubectl on PATH is more than one minor version from $K8S_VERSION; building a matching one"
-		build_kubectl=1
-	fi
-fi
+# build <label> <module dir> <package count> <go build args...>
+build() {
+	local label=$1 dir=$2 total=$3
+	shift 3
+	log "$label: compiling up to $total packages (those in the Go build cache are reused)"
+	(cd "$dir" && "$PROGRESS" -p "$total" "build-tools: $label" -- go build -v -trimpath "$@") >&2
+}
 
-pkgs=()
-have kube-apiserver || pkgs+=(k8s.io/kubernetes/cmd/kube-apiserver)
-have kube-controller-manager || pkgs+=(k8s.io/kubernetes/cmd/kube-controller-manager)
-[[ -n "$build_kubectl" ]] && pkgs+=(k8s.io/kubernetes/cmd/kubectl)
-if ((${#pkgs[@]})); then
-	log "building Kubernetes $K8S_VERSION: ${pkgs[*]##*/} (minutes when cold)"
-	# One go build for all of them so shared packages compile once.
-	(cd "$K8S_MOD" && go build -trimpath -ldflags "$(k8s_ldflags)" -o "$TMP/" "${pkgs[@]}")
-	for p in "${pkgs[@]}"; do
-		mv "$TMP/${p##*/}" "$BIN/${p##*/}"
+# nodwarf_flags <deps file> [<module list file>]: -gcflags that skip DWARF
+# generation in the packages of every module in the deps file except those
+# listed in the second file. -ldflags=-w drops DWARF from the binaries anyway,
+# and generating it is about a tenth of compile time; packages shared with
+# the controller's builds (modules in its go.mod) keep the default flags, so
+# that they stay shared.
+nodwarf_flags() {
+	local m
+	for m in $(awk 'NF == 2 {print $2}' "$1" | sort -u | { if [[ -n "${2:-}" ]]; then grep -vxFf "$2"; else cat; fi; }); do
+		printf -- '-gcflags=%s/...=-dwarf=false\n' "$m"
 	done
-fi
+}
 
-log "binaries ready"
+count_nonstd() { awk 'NF == 2' "$1" | wc -l; }
+
+# The product's and the twin's modules, which the caller builds next; a
+# failure here is not ours to report (go build will say it again).
+prefetch() {
+	download "[book-controller] modules" "$ROOT" /dev/null -test ./... || true
+	download "[controller-runtime twin] modules" "$ROOT/examples/controller-runtime" /dev/null -test ./... || true
+}
+
+# background <name> <command...>: run in the background, to be awaited by
+# await_all, and killed with its children if this script is interrupted.
+names=()
+background() {
+	local name=$1
+	shift
+	"$@" &
+	jobs_pids+=($!)
+	names+=("$name")
+}
+await_all() {
+	local failed=() i
+	for i in "${!jobs_pids[@]}"; do
+		wait "${jobs_pids[$i]}" || failed+=("${names[$i]}")
+	done
+	jobs_pids=() names=()
+	if ((${#failed[@]})); then
+		log "${failed[*]} failed (output above)"
+		exit 1
+	fi
+}
+
+start=$SECONDS
+what=()
+[[ -n "$build_etcd" ]] && what+=("etcd $ETCD_VERSION")
+((${#k8s[@]})) && what+=("${k8s[*]##*/} $K8S_VERSION")
+log "building ${what[*]} from source. This is slow the first time only: the versions are"
+log "pinned as Go modules (hack/tools), so their thousands of Go packages compile on this machine;"
+log "the binaries are kept in ${BIN#"$ROOT"/} and the compiled packages in the Go build cache."
+
+# 1. Modules, both tools modules at once.
+touch "$TMP/etcd.deps" "$TMP/k8s.deps"
+[[ -n "$build_etcd" ]] && background "downloading etcd's modules" \
+	download "[1/3 modules] etcd" "$ETCD_MOD" "$TMP/etcd.deps" go.etcd.io/etcd/server/v3
+((${#k8s[@]})) && background "downloading Kubernetes' modules" \
+	download "[1/3 modules] kubernetes" "$K8S_MOD" "$TMP/k8s.deps" "${k8s[@]}"
+await_all
+# The rest while compiling; it only competes for the network.
+prefetch &
+prefetch_pid=$!
+
+# 2. The standard library once: etcd and Kubernetes would otherwise both
+# compile it at the same moment.
+std=$(cat "$TMP/etcd.deps" "$TMP/k8s.deps" | awk 'NF == 1' | sort -u)
+std_dir=$K8S_MOD
+((${#k8s[@]})) || std_dir=$ETCD_MOD
+# shellcheck disable=SC2086 # one package per word
+build "[2/3 std] Go standard library" "$std_dir" "$(wc -w <<<"$std")" $std
+
+# 3. etcd and Kubernetes side by side: two builds keep both cores busy while
+# either links or waits on a large package.
+if [[ -n "$build_etcd" ]]; then
+	etcd() {
+		# shellcheck disable=SC2046 # one flag per line
+		build "[3/3 etcd] $ETCD_VERSION" "$ETCD_MOD" "$(count_nonstd "$TMP/etcd.deps")" \
+			-ldflags "-s -w" $(nodwarf_flags "$TMP/etcd.deps") -o "$TMP/etcd" go.etcd.io/etcd/server/v3
+		mv "$TMP/etcd" "$BIN/etcd"
+	}
+	background "building etcd" etcd
+fi
+if ((${#k8s[@]})); then
+	(cd "$ROOT" && go mod edit -json | sed -n 's/^\t*"Path": "\(.*\)",*$/\1/p') >"$TMP/product.mods"
+	kubernetes() {
+		local names="${k8s[*]##*/}"
+		# shellcheck disable=SC2046 # one flag per line
+		build "[3/3 kubernetes] ${names// /, } $K8S_VERSION" "$K8S_MOD" "$(count_nonstd "$TMP/k8s.deps")" \
+			-ldflags "$(k8s_ldflags)" $(nodwarf_flags "$TMP/k8s.deps" "$TMP/product.mods") -o "$TMP/" "${k8s[@]}"
+		for p in "${k8s[@]}"; do
+			mv "$TMP/${p##*/}" "$BIN/${p##*/}"
+		done
+	}
+	background "building Kubernetes" kubernetes
+fi
+await_all
+wait "$prefetch_pid"
+prefetch_pid=""
+log "built ${what[*]} in $((SECONDS - start)) s"
 echo "$BIN"

@@ -23,5 +23,7 @@ up | down | status) ;;
 esac
 
 CLI="$ROOT/_output/bin/local-cluster"
-(cd "$ROOT" && go build -o "$CLI" ./hack/local-cluster)
+# The flags of every build of ours (see Makefile GO_BUILD): the packages it
+# shares with the controller and kube-apiserver come from the build cache.
+(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -o "$CLI" ./hack/local-cluster)
 exec "$CLI" -dir "$DIR" -repo-root "$ROOT" "$1"

@@ -68,7 +68,14 @@ func TestLocalUpScript(t *testing.T) {
 		t.Fatalf("after up, running: %v; want etcd, kube-apiserver, kube-controller-manager", pids)
 	}
 
-	kubectl := exec.Command(filepath.Join(c.BinDir(), localcluster.Kubectl), "get", "ns")
+	// The cluster needs no kubectl; this test does (make test builds it first).
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	binDir, err := localcluster.EnsureBinaries(ctx, root, localcluster.Kubectl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl := exec.Command(filepath.Join(binDir, localcluster.Kubectl), "get", "ns")
 	kubectl.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath())
 	nsOut, err := kubectl.CombinedOutput()
 	if err != nil || !strings.Contains(string(nsOut), "kube-system") {

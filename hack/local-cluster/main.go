@@ -107,13 +107,18 @@ func up(ctx context.Context, dir, binDir, repoRoot string, sharded bool) error {
 }
 
 func printUsage(c *localcluster.Cluster) {
+	kubectl := filepath.Join(c.BinDir(), localcluster.Kubectl)
+	where := "one is at " + kubectl
+	if _, err := os.Stat(kubectl); err != nil {
+		where = "hack/build-tools.sh kubectl builds one"
+	}
 	fmt.Printf(`
   export KUBECONFIG=%s
-  kubectl get ns        # any kubectl; one is at %s
+  kubectl get ns        # a kubectl within one minor version of the cluster; %s
 
 logs: %s
 stop: hack/local-up.sh down
-`, c.KubeconfigPath(), filepath.Join(c.BinDir(), localcluster.Kubectl), filepath.Join(c.Dir(), "logs"))
+`, c.KubeconfigPath(), where, filepath.Join(c.Dir(), "logs"))
 }
 
 func down(dir string) error {

@@ -24,18 +24,26 @@ const (
 // buildScript is relative to the repository root.
 const buildScript = "hack/build-tools.sh"
 
-// EnsureBinaries builds the control plane binaries if they are not built yet
-// (by running hack/build-tools.sh under repoRoot) and returns the directory
-// that holds them. A cold build takes minutes; a warm one seconds. The
-// script's progress goes to os.Stderr so that a slow first run is not silent.
-func EnsureBinaries(ctx context.Context, repoRoot string) (binDir string, err error) {
+// controlPlane are the binaries Start runs.
+var controlPlane = []string{Etcd, KubeAPIServer, KubeControllerManager}
+
+// EnsureBinaries builds the named binaries (Etcd, KubeAPIServer,
+// KubeControllerManager, Kubectl; by default the three of the control plane)
+// if they are not built yet, by running hack/build-tools.sh under repoRoot,
+// and returns the directory that holds them. A cold build takes minutes; a
+// warm one a fraction of a second. The script's progress goes to os.Stderr
+// so that a slow first run is not silent.
+func EnsureBinaries(ctx context.Context, repoRoot string, names ...string) (binDir string, err error) {
+	if len(names) == 0 {
+		names = controlPlane
+	}
 	script := filepath.Join(repoRoot, buildScript)
 	if _, err := os.Stat(script); err != nil {
 		return "", fmt.Errorf("localcluster: %s not found: pass the repository root to EnsureBinaries", script)
 	}
 	var stdout bytes.Buffer
 	stderr := &tailBuffer{max: 4096}
-	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd := exec.CommandContext(ctx, "bash", append([]string{script}, names...)...)
 	cmd.Dir = repoRoot
 	cmd.Stdout = &stdout
 	cmd.Stderr = io.MultiWriter(os.Stderr, stderr)
@@ -46,13 +54,16 @@ func EnsureBinaries(ctx context.Context, repoRoot string) (binDir string, err er
 	if binDir == "" {
 		return "", fmt.Errorf("localcluster: %s printed no bin directory", buildScript)
 	}
-	return binDir, checkBinaries(binDir)
+	return binDir, checkBinaries(binDir, names...)
 }
 
 // checkBinaries fails early with the fix, instead of letting the first
 // exec fail with a bare "no such file or directory".
-func checkBinaries(binDir string) error {
-	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager} {
+func checkBinaries(binDir string, names ...string) error {
+	if len(names) == 0 {
+		names = controlPlane
+	}
+	for _, name := range names {
 		p := filepath.Join(binDir, name)
 		st, err := os.Stat(p)
 		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {

@@ -98,13 +98,8 @@ func runMain(m *testing.M) int {
 	fmt.Printf("chaos: CHAOS_BOOKS=%d CHAOS_ROUNDS=%d CHAOS_SEED=%d CHAOS_WRITER_DURATION=%s\n",
 		config.books, config.rounds, config.seed, config.writerDuration)
 
-	dir, err := os.MkdirTemp("", "book-controller-chaos-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chaos:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if binary, err = framework.BuildController(dir); err != nil {
+	var err error
+	if binary, err = framework.BuildController(); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 1
 	}

@@ -16,17 +16,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "book-controller-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if binary, err = framework.BuildController(dir); err != nil {
+	var err error
+	if binary, err = framework.BuildController(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := func() int {
-		defer os.RemoveAll(dir)
 		e, err := framework.Setup(false)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "integration setup:", err)

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,12 +33,41 @@ type Env struct {
 	Extensions apiextensionsclient.Interface
 }
 
-// RepoRoot is the repository's top directory, found from this source file so
-// tests work from any package directory.
+// RepoRoot is the repository's top directory, so tests work from any package
+// directory. It is found from this source file's path or, when that path is
+// not a file path (test binaries built with -trimpath, as make test builds
+// them), by walking up from the working directory to book-controller's
+// go.mod; a test's working directory is its package directory.
 func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+	repoRootOnce.Do(func() {
+		if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+			repoRoot = filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+			return
+		}
+		dir, err := os.Getwd()
+		if err != nil {
+			panic("framework: no working directory: " + err.Error())
+		}
+		for {
+			if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modulePathRE.Match(data) {
+				repoRoot = dir
+				return
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				panic("framework: no book-controller go.mod above the working directory; run the tests inside the repository")
+			}
+			dir = parent
+		}
+	})
+	return repoRoot
 }
+
+var (
+	repoRootOnce sync.Once
+	repoRoot     string
+	modulePathRE = regexp.MustCompile(`(?m)^module\s+ydzs\.io/book-controller\s*$`)
+)
 
 // Setup starts a control plane for a test package. Call it from TestMain and
 // defer Teardown; with installCRD the Book CRD is installed and Established
@@ -187,4 +218,37 @@ func (e *Env) EditedKubeconfig(t testing.TB, dir, name string, edit func(*client
 		t.Fatal(err)
 	}
 	return path
+}
+
+// Kubectl returns the path of a kubectl within one minor version of the
+// cluster: the one next to the control plane binaries, else one that
+// hack/build-tools.sh builds (or links from PATH) the first time a test asks,
+// since only some tests need one.
+func (e *Env) Kubectl(t testing.TB) string {
+	t.Helper()
+	if kubectl := filepath.Join(e.Cluster.BinDir(), localcluster.Kubectl); isFile(kubectl) {
+		return kubectl
+	}
+	kubectlOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+		defer cancel()
+		var dir string
+		dir, kubectlErr = localcluster.EnsureBinaries(ctx, RepoRoot(), localcluster.Kubectl)
+		kubectlPath = filepath.Join(dir, localcluster.Kubectl)
+	})
+	if kubectlErr != nil {
+		t.Fatalf("building kubectl: %v", kubectlErr)
+	}
+	return kubectlPath
+}
+
+var (
+	kubectlOnce sync.Once
+	kubectlPath string
+	kubectlErr  error
+)
+
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
 }

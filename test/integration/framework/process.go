@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -16,19 +15,6 @@ import (
 	"testing"
 	"time"
 )
-
-// BuildController builds cmd/controller into dir, as `make build` does but
-// without -trimpath, and returns the binary's path.
-func BuildController(dir string) (string, error) {
-	bin := filepath.Join(dir, "book-controller")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/controller")
-	cmd.Dir = RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the controller: %v\n%s", err, out)
-	}
-	return bin, nil
-}
 
 // LogLine is one line a Process wrote (stdout and stderr together), with the
 // time this test process read it.

@@ -38,7 +38,7 @@ func (e *Env) RenderManifests(t testing.TB, dir string) []*unstructured.Unstruct
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(RepoRoot(), dir)
 	}
-	kubectl := filepath.Join(e.Cluster.BinDir(), "kubectl")
+	kubectl := e.Kubectl(t)
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(kubectl, "kustomize", dir)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -9,8 +9,6 @@ package parity_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"ydzs.io/book-controller/test/integration/framework"
@@ -27,30 +25,17 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "book-controller-parity-")
-	if err != nil {
+	// Built as make build and make twin-build do, so a binary that is
+	// already up to date in _output/bin is reused. The twin is its own
+	// module (so controller-runtime never enters this module's graph).
+	var err error
+	if ours, err = framework.BuildController(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-
-	root := framework.RepoRoot()
-	ours = filepath.Join(dir, "book-controller")
-	twin = filepath.Join(dir, "book-controller-runtime")
-	// Sequential builds: the machine is shared. The twin is its own module
-	// (so controller-runtime never enters this module's graph) and can only
-	// be built from its directory.
-	for _, b := range []struct{ out, dir, pkg string }{
-		{ours, root, "./cmd/controller"},
-		{twin, filepath.Join(root, "examples", "controller-runtime"), "./cmd"},
-	} {
-		build := exec.Command("go", "build", "-o", b.out, b.pkg)
-		build.Dir = b.dir
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s in %s: %v\n", b.pkg, b.dir, err)
-			return 1
-		}
+	if twin, err = framework.BuildTwin(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 
 	// The control plane starts without the Book CRD so that both binaries

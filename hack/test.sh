@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# make test: two `go test` runs, each preceded by a counted build of what it
+# compiles, so that a cold run reports its progress instead of going quiet
+# for minutes.
+#
+#   hack/test.sh [go test flags...]      e.g. hack/test.sh -run TestCreate -v
+#
+# 1. The unit packages (cmd, pkg, hack) under the race detector: their tests
+#    run our concurrent code against fakes.
+# 2. The integration packages and the CRD schema tests without -race, built
+#    with the flags of every other build of ours (the Makefile's GO_BUILD:
+#    CGO_ENABLED=0 -trimpath -tags grpcnotrace), so they reuse the packages
+#    that `make demo`, `make build` and kube-apiserver's build compiled. -race on them found
+#    nothing that the unit packages' -race does not; see README, Tests.
+#    The packages that build our binaries and run them as processes always
+#    run (-count=1): Go's test cache cannot see what a subprocess was built
+#    from, so a cached pass could hide a change to cmd/ or to the twin.
+#
+# The control plane binaries must be built first (make test does: make tools).
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PROGRESS=hack/progress.sh
+RACE_PKGS=(./cmd/... ./pkg/... ./hack/...)
+NORACE_PKGS=(./manifests/... ./test/...)
+SUBPROCESS_PKGS=(./test/integration/binary ./test/integration/parity ./test/integration/deploy ./test/integration/sharding)
+# The flags of the Makefile's GO_BUILD, minus CGO_ENABLED=0 (set below).
+GO_BUILD_FLAGS=(-trimpath -tags grpcnotrace)
+
+# deps <build flags...> -- <packages...>: the non-test packages that
+# `go test` of the packages compiles (those with Go files; test variants and
+# test mains are compiled by go test itself).
+deps() {
+	local flags=()
+	while [[ $1 != -- ]]; do flags+=("$1"); shift; done
+	shift
+	go list "${flags[@]}" -deps -test -f '{{if and (not .ForTest) (or .GoFiles .CgoFiles)}}{{.ImportPath}}{{end}}' "$@" |
+		grep -v -e '\.test$' -e '^$'
+}
+
+# group <label> <build flags...> -- <packages...>
+group() {
+	local label=$1 flags=()
+	shift
+	while [[ $1 != -- ]]; do flags+=("$1"); shift; done
+	shift
+	local pkgs=("$@") list
+	list=$(deps "${flags[@]}" -- "${pkgs[@]}") || return 1
+	# shellcheck disable=SC2086 # one package per word
+	"$PROGRESS" -p "$(wc -l <<<"$list")" "$label: compiling" -- go build -v "${flags[@]}" $list || return 1
+	# The packages of SUBPROCESS_PKGS among them are tested apart, -count=1.
+	local all sub cached rc=0
+	all=$(go list "${pkgs[@]}") || return 1
+	sub=$(go list "${SUBPROCESS_PKGS[@]}" | grep -xF -f <(echo "$all") || true)
+	cached=$(grep -vxF -f <(echo "$sub") <<<"$all" || true)
+	if [[ -n $cached ]]; then
+		# shellcheck disable=SC2086 # one package per word
+		"$PROGRESS" -t "$(wc -l <<<"$cached")" "$label: testing" -- \
+			go test "${flags[@]}" -timeout 25m "${TEST_ARGS[@]}" $cached || rc=1
+	fi
+	if [[ -n $sub ]]; then
+		# shellcheck disable=SC2086
+		"$PROGRESS" -t "$(wc -l <<<"$sub")" "$label: testing the binaries (-count=1)" -- \
+			go test "${flags[@]}" -count=1 -timeout 25m "${TEST_ARGS[@]}" $sub || rc=1
+	fi
+	return "$rc"
+}
+
+TEST_ARGS=("$@")
+rc=0
+group "make test [1/2] unit packages, -race" -race -- "${RACE_PKGS[@]}" || rc=1
+CGO_ENABLED=0 group "make test [2/2] integration packages" "${GO_BUILD_FLAGS[@]}" -- "${NORACE_PKGS[@]}" || rc=1
+exit "$rc"

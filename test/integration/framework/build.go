@@ -1,0 +1,58 @@
+//go:build linux
+
+package framework
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+)
+
+// Our binaries are built with one set of flags everywhere: `make build`,
+// `make twin-build`, `make demo` and these helpers all run
+// `CGO_ENABLED=0 go build -trimpath -tags grpcnotrace` (the Makefile's
+// GO_BUILD) into _output/bin. So the Go build cache
+// holds one compiled copy of each package (shared with kube-apiserver's
+// build, see hack/tools/README.md), and a binary that is already up to date
+// in _output/bin, say after `make demo`, is not even linked again: go build
+// compares its build ID and leaves it alone.
+
+// BuildController builds cmd/controller into _output/bin/book-controller as
+// `make build` does, unless it is up to date, and returns its path.
+func BuildController() (string, error) {
+	return buildBinary("book-controller", RepoRoot(), "./cmd/controller")
+}
+
+// BuildTwin builds the controller-runtime twin (examples/controller-runtime,
+// a module of its own) into _output/bin/book-controller-runtime as
+// `make twin-build` does, unless it is up to date, and returns its path.
+func BuildTwin() (string, error) {
+	return buildBinary("book-controller-runtime", filepath.Join(RepoRoot(), "examples", "controller-runtime"), "./cmd")
+}
+
+func buildBinary(name, moduleDir, pkg string) (string, error) {
+	binDir := filepath.Join(RepoRoot(), "_output", "bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return "", err
+	}
+	// Test packages run in parallel processes; the second to ask waits for
+	// the first's build and then finds the binary up to date.
+	lock, err := os.OpenFile(filepath.Join(binDir, "."+name+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("locking %s: %w", lock.Name(), err)
+	}
+	bin := filepath.Join(binDir, name)
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", "grpcnotrace", "-o", bin, pkg)
+	cmd.Dir = moduleDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building %s (CGO_ENABLED=0 go build -trimpath -tags grpcnotrace %s in %s): %v\n%s", name, pkg, moduleDir, err, out)
+	}
+	return bin, nil
+}
