@@ -10,11 +10,13 @@
 # 2. The integration packages and the CRD schema tests without -race, built
 #    with the flags of every other build of ours (the Makefile's GO_BUILD:
 #    CGO_ENABLED=0 -trimpath -tags grpcnotrace), so they reuse the packages
-#    that `make demo`, `make build` and kube-apiserver's build compiled. -race on them found
-#    nothing that the unit packages' -race does not; see README, Tests.
-#    The packages that build our binaries and run them as processes always
-#    run (-count=1): Go's test cache cannot see what a subprocess was built
-#    from, so a cached pass could hide a change to cmd/ or to the twin.
+#    that `make demo`, `make build` and kube-apiserver's build compiled.
+#    -race on them found nothing that the unit packages' -race does not; see
+#    README, Tests.
+#    They always run (-count=1), in one `go test` so that its two lanes stay
+#    busy (parity alone takes as long as the others together): Go's test
+#    cache cannot see what the binaries they start were built from, so a
+#    cached pass could hide a change to cmd/ or to the twin.
 #
 # The control plane binaries must be built first (make test does: make tools).
 set -uo pipefail
@@ -24,7 +26,6 @@ cd "$ROOT"
 PROGRESS=hack/progress.sh
 RACE_PKGS=(./cmd/... ./pkg/... ./hack/...)
 NORACE_PKGS=(./manifests/... ./test/...)
-SUBPROCESS_PKGS=(./test/integration/binary ./test/integration/parity ./test/integration/deploy ./test/integration/sharding)
 # The flags of the Makefile's GO_BUILD, minus CGO_ENABLED=0 (set below).
 GO_BUILD_FLAGS=(-trimpath -tags grpcnotrace)
 
@@ -39,7 +40,8 @@ deps() {
 		grep -v -e '\.test$' -e '^$'
 }
 
-# group <label> <build flags...> -- <packages...>
+# group <label> <build flags...> -- <packages...>; GROUP_TEST_FLAGS adds
+# flags for go test alone.
 group() {
 	local label=$1 flags=()
 	shift
@@ -49,26 +51,12 @@ group() {
 	list=$(deps "${flags[@]}" -- "${pkgs[@]}") || return 1
 	# shellcheck disable=SC2086 # one package per word
 	"$PROGRESS" -p "$(wc -l <<<"$list")" "$label: compiling" -- go build -v "${flags[@]}" $list || return 1
-	# The packages of SUBPROCESS_PKGS among them are tested apart, -count=1.
-	local all sub cached rc=0
-	all=$(go list "${pkgs[@]}") || return 1
-	sub=$(go list "${SUBPROCESS_PKGS[@]}" | grep -xF -f <(echo "$all") || true)
-	cached=$(grep -vxF -f <(echo "$sub") <<<"$all" || true)
-	if [[ -n $cached ]]; then
-		# shellcheck disable=SC2086 # one package per word
-		"$PROGRESS" -t "$(wc -l <<<"$cached")" "$label: testing" -- \
-			go test "${flags[@]}" -timeout 25m "${TEST_ARGS[@]}" $cached || rc=1
-	fi
-	if [[ -n $sub ]]; then
-		# shellcheck disable=SC2086
-		"$PROGRESS" -t "$(wc -l <<<"$sub")" "$label: testing the binaries (-count=1)" -- \
-			go test "${flags[@]}" -count=1 -timeout 25m "${TEST_ARGS[@]}" $sub || rc=1
-	fi
-	return "$rc"
+	"$PROGRESS" -t "$(go list "${pkgs[@]}" | wc -l)" "$label: testing" -- \
+		go test "${flags[@]}" ${GROUP_TEST_FLAGS:-} -timeout 25m "${TEST_ARGS[@]}" "${pkgs[@]}"
 }
 
 TEST_ARGS=("$@")
 rc=0
 group "make test [1/2] unit packages, -race" -race -- "${RACE_PKGS[@]}" || rc=1
-CGO_ENABLED=0 group "make test [2/2] integration packages" "${GO_BUILD_FLAGS[@]}" -- "${NORACE_PKGS[@]}" || rc=1
+CGO_ENABLED=0 GROUP_TEST_FLAGS=-count=1 group "make test [2/2] integration packages" "${GO_BUILD_FLAGS[@]}" -- "${NORACE_PKGS[@]}" || rc=1
 exit "$rc"
