@@ -178,18 +178,11 @@ build() {
 	(cd "$dir" && "$PROGRESS" -p "$total" "build-tools: $label" -- go build -v -trimpath "$@") >&2
 }
 
-# nodwarf_flags <deps file> [<module list file>]: -gcflags that skip DWARF
-# generation in the packages of every module in the deps file except those
-# listed in the second file. -ldflags=-w drops DWARF from the binaries anyway,
-# and generating it is about a tenth of compile time; packages shared with
-# the controller's builds (modules in its go.mod) keep the default flags, so
-# that they stay shared.
-nodwarf_flags() {
-	local m
-	for m in $(awk 'NF == 2 {print $2}' "$1" | sort -u | { if [[ -n "${2:-}" ]]; then grep -vxFf "$2"; else cat; fi; }); do
-		printf -- '-gcflags=%s/...=-dwarf=false\n' "$m"
-	done
-}
+# No DWARF in any package (-gcflags=all=-dwarf=false): generating it is about
+# a tenth of compile time, and -ldflags=-w drops it from the binaries anyway.
+# Every build of ours uses the same flag (the Makefile's GO_BUILD_FLAGS), so
+# the packages the control plane shares with the controller compile once.
+NODWARF=-gcflags=all=-dwarf=false
 
 count_nonstd() { awk 'NF == 2' "$1" | wc -l; }
 
@@ -230,8 +223,12 @@ log "building ${what[*]} from source. This is slow the first time only: the vers
 log "pinned as Go modules (hack/tools), so their thousands of Go packages compile on this machine;"
 log "the binaries are kept in ${BIN#"$ROOT"/} and the compiled packages in the Go build cache."
 
-# 1. Modules, both tools modules at once.
+# 1. Modules, both tools modules at once, and meanwhile the whole standard
+# library (the download is network-bound, this CPU-bound; which of its
+# packages the builds need is known only once the modules are there).
 touch "$TMP/etcd.deps" "$TMP/k8s.deps"
+background "compiling the standard library" \
+	build "[1/3 modules] meanwhile, Go standard library" "$ROOT" "$(go list std | wc -l)" "$NODWARF" std
 [[ -n "$build_etcd" ]] && background "downloading etcd's modules" \
 	download "[1/3 modules] etcd" "$ETCD_MOD" "$TMP/etcd.deps" go.etcd.io/etcd/server/v3
 ((${#k8s[@]})) && background "downloading Kubernetes' modules" \
@@ -241,13 +238,14 @@ await_all
 prefetch &
 prefetch_pid=$!
 
-# 2. The standard library once: etcd and Kubernetes would otherwise both
-# compile it at the same moment.
+# 2. The standard library packages the builds need, compiled above: etcd and
+# Kubernetes would otherwise both compile them at the same moment. This
+# finds them in the build cache (or compiles what the step above missed).
 std=$(cat "$TMP/etcd.deps" "$TMP/k8s.deps" | awk 'NF == 1' | sort -u)
 std_dir=$K8S_MOD
 ((${#k8s[@]})) || std_dir=$ETCD_MOD
 # shellcheck disable=SC2086 # one package per word
-build "[2/3 std] Go standard library" "$std_dir" "$(wc -w <<<"$std")" $std
+build "[2/3 std] Go standard library" "$std_dir" "$(wc -w <<<"$std")" "$NODWARF" $std
 
 # 3. etcd and Kubernetes side by side: two builds keep both cores busy while
 # either links or waits on a large package.
@@ -255,18 +253,17 @@ if [[ -n "$build_etcd" ]]; then
 	etcd() {
 		# shellcheck disable=SC2046 # one flag per line
 		build "[3/3 etcd] $ETCD_VERSION" "$ETCD_MOD" "$(count_nonstd "$TMP/etcd.deps")" \
-			-ldflags "-s -w" $(nodwarf_flags "$TMP/etcd.deps") -o "$TMP/etcd" go.etcd.io/etcd/server/v3
+			-ldflags "-s -w" "$NODWARF" -o "$TMP/etcd" go.etcd.io/etcd/server/v3
 		mv "$TMP/etcd" "$BIN/etcd"
 	}
 	background "building etcd" etcd
 fi
 if ((${#k8s[@]})); then
-	(cd "$ROOT" && go mod edit -json | sed -n 's/^\t*"Path": "\(.*\)",*$/\1/p') >"$TMP/product.mods"
 	kubernetes() {
 		local names="${k8s[*]##*/}"
 		# shellcheck disable=SC2046 # one flag per line
 		build "[3/3 kubernetes] ${names// /, } $K8S_VERSION" "$K8S_MOD" "$(count_nonstd "$TMP/k8s.deps")" \
-			-ldflags "$(k8s_ldflags)" $(nodwarf_flags "$TMP/k8s.deps" "$TMP/product.mods") -o "$TMP/" "${k8s[@]}"
+			-ldflags "$(k8s_ldflags)" "$NODWARF" -o "$TMP/" "${k8s[@]}"
 		for p in "${k8s[@]}"; do
 			mv "$TMP/${p##*/}" "$BIN/${p##*/}"
 		done

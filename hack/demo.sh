@@ -38,7 +38,7 @@ command -v go >/dev/null || die "go not found on PATH; install Go $(sed -n 's/^g
 # The flags of every build of ours (Makefile GO_BUILD): packages shared with
 # kube-apiserver's build come from the Go build cache.
 go_build() { # <output name> <package>
-  CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -o "$BIN_DIR/$1" "$2"
+  CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -gcflags=all=-dwarf=false -o "$BIN_DIR/$1" "$2"
 }
 
 controller_running() {

@@ -25,5 +25,5 @@ esac
 CLI="$ROOT/_output/bin/local-cluster"
 # The flags of every build of ours (see Makefile GO_BUILD): the packages it
 # shares with the controller and kube-apiserver come from the build cache.
-(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -o "$CLI" ./hack/local-cluster)
+(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -gcflags=all=-dwarf=false -o "$CLI" ./hack/local-cluster)
 exec "$CLI" -dir "$DIR" -repo-root "$ROOT" "$1"

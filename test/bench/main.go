@@ -255,7 +255,7 @@ func (e *env) build(ctx context.Context) error {
 		// -tags grpcnotrace as the Dockerfile builds ours: both binaries
 		// link gRPC (through k8s.io/apiserver's metrics authentication),
 		// which without it doubles them (see the README).
-		cmd := exec.CommandContext(ctx, "go", "build", "-tags", "grpcnotrace", "-trimpath", "-o", b.out, b.pkg)
+		cmd := exec.CommandContext(ctx, "go", "build", "-tags", "grpcnotrace", "-trimpath", "-gcflags=all=-dwarf=false", "-o", b.out, b.pkg)
 		cmd.Dir = b.dir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

@@ -63,7 +63,7 @@ func TestDockerfileBuild(t *testing.T) {
 	if build == "" {
 		t.Fatal("no RUN line in the builder stage runs go build")
 	}
-	for _, want := range []string{"CGO_ENABLED=0 ", "go build ", " -tags grpcnotrace ", " -trimpath ", ` -ldflags="-s -w" `, " -o /book-controller ", " ./cmd/controller"} {
+	for _, want := range []string{"CGO_ENABLED=0 ", "go build ", " -tags grpcnotrace ", " -trimpath ", " -gcflags=all=-dwarf=false ", ` -ldflags="-s -w" `, " -o /book-controller ", " ./cmd/controller"} {
 		if !strings.Contains(build+" ", want) {
 			t.Errorf("build step %q lacks %q", build, want)
 		}

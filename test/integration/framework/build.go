@@ -12,7 +12,7 @@ import (
 
 // Our binaries are built with one set of flags everywhere: `make build`,
 // `make twin-build`, `make demo` and these helpers all run
-// `CGO_ENABLED=0 go build -trimpath -tags grpcnotrace` (the Makefile's
+// `CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -gcflags=all=-dwarf=false` (the Makefile's
 // GO_BUILD) into _output/bin. So the Go build cache
 // holds one compiled copy of each package (shared with kube-apiserver's
 // build, see hack/tools/README.md), and a binary that is already up to date
@@ -48,11 +48,11 @@ func buildBinary(name, moduleDir, pkg string) (string, error) {
 		return "", fmt.Errorf("locking %s: %w", lock.Name(), err)
 	}
 	bin := filepath.Join(binDir, name)
-	cmd := exec.Command("go", "build", "-trimpath", "-tags", "grpcnotrace", "-o", bin, pkg)
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", "grpcnotrace", "-gcflags=all=-dwarf=false", "-o", bin, pkg)
 	cmd.Dir = moduleDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building %s (CGO_ENABLED=0 go build -trimpath -tags grpcnotrace %s in %s): %v\n%s", name, pkg, moduleDir, err, out)
+		return "", fmt.Errorf("building %s (CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -gcflags=all=-dwarf=false %s in %s): %v\n%s", name, pkg, moduleDir, err, out)
 	}
 	return bin, nil
 }
