@@ -16,11 +16,11 @@
 # line of stdout is the bin directory, so callers can do:
 #   BIN=$(hack/build-tools.sh | tail -n1)
 #
-# A cold run does three things at once: downloads the modules (also the
-# product's and the controller-runtime twin's, which `make demo` and
-# `make test` build next), builds etcd as soon as its modules are in, and
-# builds kube-apiserver, kube-controller-manager and kubectl in one `go build`
-# as soon as theirs are (shared packages compile once).
+# A cold run: (1) downloads both tools modules' dependencies at once while it
+# compiles the standard library; (2) checks the standard library packages the
+# builds need; (3) builds etcd and, in one `go build`, the Kubernetes binaries
+# asked for, side by side, while the product's and the controller-runtime
+# twin's modules (which `make demo` and `make test` build next) download.
 #
 # Environment:
 #   KUBECTL_BUILD=1     build kubectl from the pinned Kubernetes even when one
