@@ -3,8 +3,6 @@
 package binary_test
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"ydzs.io/book-controller/test/integration/framework"
@@ -16,20 +14,5 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	var err error
-	if binary, err = framework.BuildController(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := func() int {
-		e, err := framework.Setup(false)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "integration setup:", err)
-			return 1
-		}
-		defer e.Teardown()
-		env = e
-		return m.Run()
-	}()
-	os.Exit(code)
+	framework.MainWithController(m, false, &env, &binary)
 }

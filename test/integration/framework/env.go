@@ -153,6 +153,19 @@ func Main(m *testing.M, installCRD bool, env **Env) {
 	os.Exit(code)
 }
 
+// MainWithController is Main for packages that run the built controller as
+// a process: it first builds it as `make build` does (BuildController) and
+// puts its path in *binary.
+func MainWithController(m *testing.M, installCRD bool, env **Env, binary *string) {
+	bin, err := BuildController()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*binary = bin
+	Main(m, installCRD, env)
+}
+
 // InstallCRDBeforeGC installs the CRD and restarts kube-controller-manager.
 // The garbage collector looks for new resource types only every 30 seconds;
 // started after the CRD, it watches Books from the first moment, so tests of

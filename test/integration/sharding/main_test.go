@@ -10,8 +10,6 @@
 package sharding_test
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"ydzs.io/book-controller/test/integration/framework"
@@ -23,20 +21,5 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	var err error
-	if binary, err = framework.BuildController(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := func() int {
-		e, err := framework.Setup(true)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "integration setup:", err)
-			return 1
-		}
-		defer e.Teardown()
-		env = e
-		return m.Run()
-	}()
-	os.Exit(code)
+	framework.MainWithController(m, true, &env, &binary)
 }
