@@ -97,8 +97,8 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (built binaries, each controller's log, per-Book create and Ready times of live phases) and print its path")
 	flag.StringVar(&o.oursBin, "ours-bin", "", "use this prebuilt book-controller instead of building ./cmd/controller (lever experiments)")
 	flag.DurationVar(&o.capacityP99, "capacity-p99", time.Second, "latency target of the capacity search: the highest paced creation rate with p99 create→Ready at most this")
-	flag.Float64Var(&o.capacityStart, "capacity-start", 0.7, "first creation rate the capacity search tries, as a fraction of the round's ceiling")
-	flag.Float64Var(&o.capacityStep, "capacity-step", 0.1, "step of the capacity search, as a fraction of the round's ceiling")
+	flag.Float64Var(&o.capacityStart, "capacity-start", 0.7, "first creation rate the capacity search tries, as a fraction of the round's live ceiling")
+	flag.Float64Var(&o.capacityStep, "capacity-step", 0.1, "step of the capacity search, as a fraction of the round's live ceiling")
 	flag.IntVar(&o.pacedCreators, "paced-creators", 128, "concurrent creators in paced phases, enough that the pace and not the creators sets the rate")
 	flag.IntVar(&o.preCreateConcy, "pre-create-c", 64, "concurrency of the unmeasured Book creation before backlog and ceiling phases")
 	flag.IntVar(&o.shards, "shards", 0, "instead of the phases: compare one unsharded replica with this many replicas running --shards (make bench-shards)")
@@ -126,7 +126,7 @@ func (o *options) finish(phases, ceilingC string) error {
 		return fmt.Errorf("-n, -c, -rounds, -paced-creators and -pre-create-c must be at least 1")
 	}
 	if o.capacityStart <= 0 || o.capacityStep <= 0 {
-		return fmt.Errorf("-capacity-start and -capacity-step must be positive fractions of the ceiling, e.g. 0.7 and 0.1")
+		return fmt.Errorf("-capacity-start and -capacity-step must be positive fractions of the live ceiling, e.g. 0.7 and 0.1")
 	}
 	for _, s := range strings.Split(ceilingC, ",") {
 		c, err := strconv.Atoi(strings.TrimSpace(s))

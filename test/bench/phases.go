@@ -539,6 +539,80 @@ func (e *env) ceilingPhase(ctx context.Context, name string, c int, withEvents b
 	return p, nil
 }
 
+// liveCeilingPhase is the load generator for the live workload: each of C
+// writers creates a Book and at once makes the two writes a controller
+// makes for it, so every Book costs the API server the three writes it
+// costs in a live phase or a capacity step. No Book exists beforehand; the
+// rate is N over the time from the first Create until every Book is Ready.
+// It is the denominator of the capacity bar: a backlog ceiling makes two
+// writes per Book, so a paced live run cannot reach more than about 2/3 of
+// it on a server that writes are the limit of.
+func (e *env) liveCeilingPhase(ctx context.Context, name string, c int) (*Phase, error) {
+	p := &Phase{Name: name, Round: e.round, Mode: "ceiling-live", Config: "ceiling", Controller: "load generator, creating each Book too (in bench)",
+		Workers: c, ClientLimit: "none", N: e.o.n, C: c}
+	if err := e.prepare(ctx, p); err != nil {
+		return p, err
+	}
+	w, err := e.watchReady(ctx, p.Namespace, e.o.n)
+	if err != nil {
+		return p, err
+	}
+	defer w.stop()
+	busy, _ := waitQuiet(ctx, e.o.maxBusy)
+	p.OtherCoresBusyAtStart = round(busy, 2)
+	cpu0 := e.cpCPU()
+	next := make(chan int)
+	createdAt := make([]time.Time, e.o.n)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	t0 := time.Now()
+	for range c {
+		wg.Go(func() {
+			for i := range next {
+				b, err := e.books.WebappV1().Books(p.Namespace).Create(ctx, newBook(p.Namespace, i), metav1.CreateOptions{})
+				if err != nil {
+					fail(fmt.Errorf("creating Book %d: %w", i, err))
+					continue
+				}
+				createdAt[i] = time.Now()
+				if err := e.converge(ctx, b); err != nil {
+					fail(err)
+				}
+			}
+		})
+	}
+	for i := range e.o.n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return p, fmt.Errorf("%s: %w", name, firstErr)
+	}
+	if err := w.wait(ctx, e.o.timeout); err != nil {
+		return p, fmt.Errorf("%s: %w", name, err)
+	}
+	e.finishCPU(p, cpu0)
+	p.finishReady(t0, w.readyAt)
+	at := make(map[string]time.Time, e.o.n)
+	for i, t := range createdAt {
+		at[bookName(i)] = t
+	}
+	p.latencies(at, w.readyAt)
+	p.ConfigMaps = e.countConfigMaps(ctx, p.Namespace)
+	p.Requests = map[string]float64{"POST": float64(2 * e.o.n), "PUT": float64(e.o.n)}
+	p.Writes = writes(p.Requests)
+	return p, nil
+}
+
 // converge does for one Book what the controller's sync does on a fresh
 // one, and nothing else.
 func (e *env) converge(ctx context.Context, b *webappv1.Book) error {
@@ -583,10 +657,10 @@ func (e *env) event(ctx context.Context, b *webappv1.Book) error {
 	return err
 }
 
-// restartPhase restarts book-controller over the Books ours-live converged:
-// the time until it is synced and idle, and the writes it makes.
+// restartPhase restarts book-controller over the Books a phase of ours
+// converged: the time until it is synced and idle, and the writes it makes.
 func (e *env) restartPhase(ctx context.Context, live *Phase, s controllerSpec) (*Restart, error) {
-	r := &Restart{Round: e.round, N: live.N, Namespace: live.Namespace}
+	r := &Restart{Round: e.round, N: live.N, Namespace: live.Namespace, After: live.Name}
 	busy, _ := waitQuiet(ctx, e.o.maxBusy)
 	r.OtherCoresBusyAtStart = round(busy, 2)
 	const quiet = 2 * time.Second

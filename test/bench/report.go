@@ -119,26 +119,11 @@ func markdown(r *Result, charts map[string]string, chartRound *Round) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", x.Name, med, minMax, strings.Join(per, "; "), x.Target, res)
 	}
 
-	if len(r.CeilingC) > 0 {
-		fmt.Fprintln(&b, "\nCeiling (Books/s), by writer concurrency:")
-		fmt.Fprintln(&b)
-		fmt.Fprintf(&b, "| Writers |%s\n|---|%s\n", roundHeads(r), strings.Repeat("--:|", len(r.Rounds)))
-		for _, c := range r.CeilingC {
-			fmt.Fprintf(&b, "| %d |", c)
-			for _, rd := range r.Rounds {
-				if p := rd.phase(fmt.Sprintf("ceiling-c%d", c)); p != nil {
-					fmt.Fprintf(&b, " %.0f |", p.BooksPerSecond)
-				} else {
-					fmt.Fprint(&b, " – |")
-				}
-			}
-			fmt.Fprintln(&b)
-		}
-		fmt.Fprint(&b, "| **best** |")
-		for _, rd := range r.Rounds {
-			fmt.Fprintf(&b, " **%.0f** |", rd.Ceiling)
-		}
-		fmt.Fprintln(&b)
+	for _, t := range []struct{ title, prefix string }{
+		{"Ceiling (Books/s; pre-created Books, the 2 writes a controller makes for each), by writer concurrency:", "ceiling-c"},
+		{"Live ceiling (Books/s; each writer creates a Book and makes its 2 writes: 3 per Book, as in a live phase; p99 create→Ready in brackets), by writer concurrency:", "ceiling-live-c"},
+	} {
+		ceilingTable(&b, r, t.title, t.prefix)
 	}
 
 	fmt.Fprintln(&b, "\nPhases, median over rounds (requests by verb from the last round):")
@@ -194,29 +179,30 @@ func markdown(r *Result, charts map[string]string, chartRound *Round) string {
 			for _, s := range c.Steps {
 				steps = append(steps, fmt.Sprintf("%.0f%% (%.0f/s): %s, %s", s.Fraction*100, s.TargetRate, map[bool]string{true: "pass", false: "fail"}[s.Pass], s.Why))
 			}
-			caps = append(caps, fmt.Sprintf("| %d | %s | %.0f | %s | **%.0f%%** (%.0f/s) |", rd.Index, c.Config, c.CeilingBooksPerSecond,
-				strings.Join(steps, "; "), c.Fraction*100, c.BooksPerSecond))
+			caps = append(caps, fmt.Sprintf("| %d | %s | %.0f | %s | **%.0f%%** (%.0f/s) | %.0f%% of %.0f/s |", rd.Index, c.Config, c.CeilingBooksPerSecond,
+				strings.Join(steps, "; "), c.Fraction*100, c.BooksPerSecond, c.FractionOfBacklogCeiling*100, c.BacklogCeilingBooksPerSecond))
 		}
 	}
 	if len(caps) > 0 {
-		fmt.Fprintf(&b, "\nCapacity at p99 create→Ready ≤ %.0f ms: Books created at a paced rate (steps of the round's ceiling) while the controller runs; "+
-			"a step passes when p99 over the %d Books is within the target and the creators kept at least %.0f%% of the pace:\n\n", r.CapacityP99Ms, r.N, minPaceKept*100)
-		fmt.Fprintln(&b, "| Round | Controller | Ceiling (Books/s) | Steps | Capacity |")
-		fmt.Fprintln(&b, "|--:|---|--:|---|--:|")
+		fmt.Fprintf(&b, "\nCapacity at p99 create→Ready ≤ %.0f ms: Books created at a paced rate (steps of the round's live ceiling) while the controller runs; "+
+			"a step passes when p99 over the %d Books is within the target and the creators kept at least %.0f%% of the pace. "+
+			"The last column puts the same rate against the backlog ceiling, which makes 2 writes per Book where a step makes 3:\n\n", r.CapacityP99Ms, r.N, minPaceKept*100)
+		fmt.Fprintln(&b, "| Round | Controller | Live ceiling (Books/s) | Steps | Capacity | Of the backlog ceiling |")
+		fmt.Fprintln(&b, "|--:|---|--:|---|--:|--:|")
 		fmt.Fprintln(&b, strings.Join(caps, "\n"))
 	}
 
 	var restarts []string
 	for _, rd := range r.Rounds {
 		if x := rd.Restart; x != nil {
-			restarts = append(restarts, fmt.Sprintf("| %d | %d | %.2f | %.2f | %.0f | %s | %.0f |", rd.Index, x.N, x.SyncedSeconds, x.IdleSeconds, x.Reconciles, verbs(x.Requests), x.Writes))
+			restarts = append(restarts, fmt.Sprintf("| %d | %s | %d | %.2f | %.2f | %.0f | %s | %.0f |", rd.Index, x.After, x.N, x.SyncedSeconds, x.IdleSeconds, x.Reconciles, verbs(x.Requests), x.Writes))
 		}
 	}
 	if len(restarts) > 0 {
-		fmt.Fprintln(&b, "\nRestart of book-controller over the Books ours-live converged: *synced* = readyz 200 (both caches synced); *idle* = queue empty, no active worker and no request for 2 s (the time that window began):")
+		fmt.Fprintln(&b, "\nRestart of book-controller over the Books a phase of ours converged (*after*): *synced* = readyz 200 (both caches synced); *idle* = queue empty, no active worker and no request for 2 s (the time that window began):")
 		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "| Round | Books | Synced (s) | Idle (s) | Reconciles | Requests | Writes |")
-		fmt.Fprintln(&b, "|--:|--:|--:|--:|--:|---|--:|")
+		fmt.Fprintln(&b, "| Round | After | Books | Synced (s) | Idle (s) | Reconciles | Requests | Writes |")
+		fmt.Fprintln(&b, "|--:|---|--:|--:|--:|--:|---|--:|")
 		fmt.Fprintln(&b, strings.Join(restarts, "\n"))
 	}
 
@@ -291,7 +277,7 @@ func chart(r *Round, path, title, mode string) (bool, error) {
 	p.Add(plotter.NewGrid())
 	n := 0
 	for _, ph := range r.Phases {
-		if ph.Mode != mode && (mode != "backlog" || ph.Mode != "ceiling") {
+		if ph.Mode != mode && (mode != "backlog" || ph.Mode != "ceiling") && (mode != "live" || ph.Mode != "ceiling-live") {
 			continue
 		}
 		if len(ph.Series) == 0 || ph.CreateRate > 0 {
@@ -307,7 +293,7 @@ func chart(r *Round, path, title, mode string) (bool, error) {
 		}
 		l.Width = vg.Points(2)
 		l.Color = plotutil.Color(n)
-		if ph.Mode == "ceiling" {
+		if ph.Config == "ceiling" {
 			l.Color = color.Gray{Y: uint8(40 + (30*n)%160)}
 			l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 		}
@@ -319,4 +305,42 @@ func chart(r *Round, path, title, mode string) (bool, error) {
 		return false, nil
 	}
 	return true, p.Save(9*vg.Inch, 5*vg.Inch, path)
+}
+
+// ceilingTable writes one load generator's rates by writer concurrency, a
+// column per round, and the round's best; nothing if no round ran it.
+func ceilingTable(b *strings.Builder, r *Result, title, prefix string) {
+	rows := ""
+	any := false
+	for _, c := range r.CeilingC {
+		rows += fmt.Sprintf("| %d |", c)
+		for _, rd := range r.Rounds {
+			p := rd.phase(fmt.Sprintf("%s%d", prefix, c))
+			switch {
+			case p == nil:
+				rows += " – |"
+			case p.Mode == "ceiling-live":
+				any = true
+				rows += fmt.Sprintf(" %.0f (%.0f ms) |", p.BooksPerSecond, p.LatencyP99Ms)
+			default:
+				any = true
+				rows += fmt.Sprintf(" %.0f |", p.BooksPerSecond)
+			}
+		}
+		rows += "\n"
+	}
+	if !any {
+		return
+	}
+	fmt.Fprintf(b, "\n%s\n\n", title)
+	fmt.Fprintf(b, "| Writers |%s\n|---|%s\n%s", roundHeads(r), strings.Repeat("--:|", len(r.Rounds)), rows)
+	fmt.Fprint(b, "| **best** |")
+	for _, rd := range r.Rounds {
+		best := rd.Ceiling
+		if prefix == "ceiling-live-c" {
+			best = rd.LiveCeiling
+		}
+		fmt.Fprintf(b, " **%.0f** |", best)
+	}
+	fmt.Fprintln(b)
 }

@@ -37,10 +37,15 @@ type Round struct {
 	Restart *Restart `json:"restart,omitempty"`
 	// Ceiling is the best load-generator rate of the round, from
 	// CeilingPhase.
-	Ceiling      float64     `json:"ceilingBooksPerSecond"`
-	CeilingPhase string      `json:"ceilingPhase"`
-	Capacity     []*Capacity `json:"capacity,omitempty"`
-	Seconds      float64     `json:"seconds"`
+	Ceiling      float64 `json:"ceilingBooksPerSecond"`
+	CeilingPhase string  `json:"ceilingPhase"`
+	// LiveCeiling is the best rate of the load generator that creates each
+	// Book too (three writes per Book, as in a live phase), from
+	// LiveCeilingPhase: the capacity search's denominator.
+	LiveCeiling      float64     `json:"liveCeilingBooksPerSecond,omitempty"`
+	LiveCeilingPhase string      `json:"liveCeilingPhase,omitempty"`
+	Capacity         []*Capacity `json:"capacity,omitempty"`
+	Seconds          float64     `json:"seconds"`
 }
 
 type Machine struct {
@@ -103,9 +108,11 @@ type Phase struct {
 
 // Restart is book-controller restarted over converged Books.
 type Restart struct {
-	Round                 int                `json:"round"`
-	N                     int                `json:"n"`
-	Namespace             string             `json:"namespace"`
+	Round     int    `json:"round"`
+	N         int    `json:"n"`
+	Namespace string `json:"namespace"`
+	// After names the phase whose converged Books it restarts over.
+	After                 string             `json:"after"`
 	OtherCoresBusyAtStart float64            `json:"otherCoresBusyAtStart"`
 	SyncedSeconds         float64            `json:"syncedSeconds"`
 	IdleSeconds           float64            `json:"idleSeconds"`

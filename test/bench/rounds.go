@@ -10,14 +10,17 @@ import (
 )
 
 // allPhases are the phase names -phases accepts. "ceiling" runs the load
-// generator once per -ceiling-c concurrency; "restart" restarts ours over
-// ours-live's Books; "capacity" is the paced search for ours and twin-tuned.
-var allPhases = []string{"ceiling", "ceiling-events",
+// generator once per -ceiling-c concurrency over pre-created Books (the
+// backlog ceiling), "ceiling-live" once per concurrency creating the Books
+// too (the live ceiling); "restart" restarts ours over ours-live's Books, or
+// over ours-backlog's when ours-live is not selected; "capacity" is the
+// paced search for ours and twin-tuned.
+var allPhases = []string{"ceiling", "ceiling-live", "ceiling-events",
 	"ours-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
 	"ours-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity"}
 
 // defaultPhases leave out what no bar needs.
-var defaultPhases = []string{"ceiling",
+var defaultPhases = []string{"ceiling", "ceiling-live",
 	"ours-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
 	"ours-live", "restart", "twin-tuned-live", "capacity"}
 
@@ -40,11 +43,11 @@ func selectPhases(list string) (map[string]bool, error) {
 			out[p] = true
 		}
 	}
-	if out["capacity"] && !out["ceiling"] {
-		return nil, fmt.Errorf("-phases: capacity is a fraction of the round's ceiling; add ceiling")
+	if out["capacity"] && !out["ceiling-live"] {
+		return nil, fmt.Errorf("-phases: capacity is paced in fractions of the round's live ceiling; add ceiling-live")
 	}
-	if out["restart"] && !out["ours-live"] {
-		return nil, fmt.Errorf("-phases: restart restarts ours over ours-live's Books; add ours-live")
+	if out["restart"] && !out["ours-live"] && !out["ours-backlog"] {
+		return nil, fmt.Errorf("-phases: restart restarts ours over the Books ours-live (or ours-backlog) converged; add one of them")
 	}
 	return out, nil
 }
@@ -71,6 +74,15 @@ func (e *env) plan() []unit {
 			}})
 		}
 	}
+	if sel["ceiling-live"] {
+		for _, c := range e.o.ceilingC {
+			name := fmt.Sprintf("ceiling-live-c%d", c)
+			units = append(units, unit{name, func(ctx context.Context, r *Round) ([]*Phase, error) {
+				p, err := e.liveCeilingPhase(ctx, name, c)
+				return []*Phase{p}, err
+			}})
+		}
+	}
 	if sel["ceiling-events"] {
 		units = append(units, unit{"ceiling-events", func(ctx context.Context, r *Round) ([]*Phase, error) {
 			p, err := e.ceilingPhase(ctx, "ceiling-events", e.o.c, true)
@@ -79,8 +91,20 @@ func (e *env) plan() []unit {
 	}
 	for _, config := range []string{"ours", "twin-tuned", "twin-same", "twin-default"} {
 		if name := config + "-backlog"; sel[name] {
-			units = append(units, unit{name, func(ctx context.Context, r *Round) ([]*Phase, error) {
-				p, err := e.backlogPhase(ctx, name, e.controller(config))
+			// At large N (-n 50000) the restart may follow the backlog
+			// phase, so that the Books are not created twice.
+			withRestart := config == "ours" && sel["restart"] && !sel["ours-live"]
+			label := name
+			if withRestart {
+				label += "+restart"
+			}
+			units = append(units, unit{label, func(ctx context.Context, r *Round) ([]*Phase, error) {
+				s := e.controller(config)
+				p, err := e.backlogPhase(ctx, name, s)
+				if err != nil || !withRestart {
+					return []*Phase{p}, err
+				}
+				err = e.restart(ctx, r, p, s)
 				return []*Phase{p}, err
 			}})
 		}
@@ -99,14 +123,21 @@ func (e *env) plan() []unit {
 			if err != nil || !withRestart {
 				return []*Phase{p}, err
 			}
-			r.Restart, err = e.restartPhase(ctx, p, s)
-			if r.Restart != nil {
-				logf("  restart: %s", r.Restart.summary())
-			}
+			err = e.restart(ctx, r, p, s)
 			return []*Phase{p}, err
 		}})
 	}
 	return units
+}
+
+// restart runs the restart phase over the Books p converged, into r.
+func (e *env) restart(ctx context.Context, r *Round, p *Phase, s controllerSpec) error {
+	var err error
+	r.Restart, err = e.restartPhase(ctx, p, s)
+	if r.Restart != nil {
+		logf("  restart: %s", r.Restart.summary())
+	}
+	return err
 }
 
 // order is the round's permutation of the plan: a shuffle seeded by -seed
@@ -151,8 +182,8 @@ func (e *env) runRound(ctx context.Context, index int, plan []unit) (*Round, err
 	}
 	r.bestCeiling()
 	if e.o.phases["capacity"] {
-		if r.Ceiling == 0 {
-			return r, fmt.Errorf("no ceiling measured this round, and the capacity search is paced by it")
+		if r.LiveCeiling == 0 {
+			return r, fmt.Errorf("no live ceiling measured this round, and the capacity search is paced by it")
 		}
 		// Alternate which controller goes first, as the phases do.
 		configs := []string{"ours", "twin-tuned"}
@@ -178,12 +209,16 @@ func (e *env) runRound(ctx context.Context, index int, plan []unit) (*Round, err
 	return r, nil
 }
 
-// bestCeiling picks the round's ceiling: the best of the load generator's
-// concurrencies.
+// bestCeiling picks the round's ceilings: the best of the load generator's
+// concurrencies, over pre-created Books and creating them.
 func (r *Round) bestCeiling() {
 	for _, p := range r.Phases {
-		if p.Mode == "ceiling" && p.Config == "ceiling" && p.Name != "ceiling-events" && p.BooksPerSecond > r.Ceiling {
+		switch {
+		case p.Config != "ceiling" || p.Name == "ceiling-events":
+		case p.Mode == "ceiling" && p.BooksPerSecond > r.Ceiling:
 			r.Ceiling, r.CeilingPhase = p.BooksPerSecond, p.Name
+		case p.Mode == "ceiling-live" && p.BooksPerSecond > r.LiveCeiling:
+			r.LiveCeiling, r.LiveCeilingPhase = p.BooksPerSecond, p.Name
 		}
 	}
 }
