@@ -209,15 +209,18 @@ func medianOf(phases []*Phase, f func(*Phase) float64) float64 {
 // Cost is what one configuration spends per Book in the backlog phases,
 // median over rounds.
 type Cost struct {
-	Config                string  `json:"config"`
-	Controller            string  `json:"controller"`
-	Rounds                int     `json:"rounds"`
-	BooksPerSecond        float64 `json:"booksPerSecond"`
-	CPUSecondsPer1000     float64 `json:"cpuSecondsPer1000Books"`
-	PeakRSSBytes          float64 `json:"peakRSSBytes"`
-	PeakRSSBytesPer1000   float64 `json:"peakRSSBytesPer1000Books"`
-	EndHeapBytesPerBook   float64 `json:"endHeapInuseBytesPerCachedBook"`
-	EndRSSBytesPerBook    float64 `json:"endRSSBytesPerCachedBook"`
+	Config              string  `json:"config"`
+	Controller          string  `json:"controller"`
+	Rounds              int     `json:"rounds"`
+	BooksPerSecond      float64 `json:"booksPerSecond"`
+	CPUSecondsPer1000   float64 `json:"cpuSecondsPer1000Books"`
+	PeakRSSBytes        float64 `json:"peakRSSBytes"`
+	PeakRSSBytesPer1000 float64 `json:"peakRSSBytesPer1000Books"`
+	EndHeapBytesPerBook float64 `json:"endHeapInuseBytesPerCachedBook"`
+	EndRSSBytesPerBook  float64 `json:"endRSSBytesPerCachedBook"`
+	// EndRSSFileBytes is the file-backed part of the end RSS (the
+	// binary's pages), which does not grow with the Books cached.
+	EndRSSFileBytes       float64 `json:"endRSSFileBytes,omitempty"`
 	WritesPerBook         float64 `json:"writesPerBook"`
 	IdleRSSBytes          float64 `json:"idleRSSBytes,omitempty"`
 	MarginalRSSBytesPerBk float64 `json:"marginalEndRSSBytesPerCachedBook,omitempty"`
@@ -251,6 +254,7 @@ func costs(res *Result) []*Cost {
 			EndHeapBytesPerBook: round(med(func(p *Phase) float64 { return float64(p.EndHeapInuseBytes) })/n, 0),
 			EndRSSBytesPerBook:  round(med(func(p *Phase) float64 { return float64(p.EndRSSBytes) })/n, 0),
 			WritesPerBook:       round(med(func(p *Phase) float64 { return p.Writes })/n, 3),
+			EndRSSFileBytes:     med(func(p *Phase) float64 { return float64(p.EndRSSFileBytes) }),
 		}
 		c.PeakRSSBytesPer1000 = round(c.PeakRSSBytes/n*1000, 0)
 		if len(idle) > 0 {

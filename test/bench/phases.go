@@ -317,6 +317,7 @@ func collect(p *Phase, pr *proc) {
 		p.CPUSeconds = round(s.CPUSeconds, 2)
 		p.PeakRSSBytes = s.HWMBytes
 		p.EndRSSBytes = s.RSSBytes
+		p.EndRSSFileBytes = s.RSSFileBytes
 	}
 	if m, err := scrape(pr.metricsAddr); err == nil {
 		p.EndHeapInuseBytes = uint64(m.value("go_memstats_heap_inuse_bytes"))

@@ -106,6 +106,9 @@ type procStats struct {
 	CPUSeconds float64
 	HWMBytes   uint64
 	RSSBytes   uint64
+	// RSSFileBytes is the part of RSSBytes backed by files: the binary's
+	// own pages, the same for any number of Books.
+	RSSFileBytes uint64
 }
 
 const clockTicks = 100 // USER_HZ on Linux
@@ -136,6 +139,9 @@ func readProc(pid int) (procStats, error) {
 		}
 		if _, err := fmt.Sscanf(l, "VmRSS: %d kB", &kb); err == nil {
 			s.RSSBytes = kb * 1024
+		}
+		if _, err := fmt.Sscanf(l, "RssFile: %d kB", &kb); err == nil {
+			s.RSSFileBytes = kb * 1024
 		}
 	}
 	return s, nil

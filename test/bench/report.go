@@ -160,15 +160,19 @@ func markdown(r *Result, charts map[string]string, chartRound *Round) string {
 
 	if len(r.Costs) > 0 {
 		fmt.Fprintf(&b, "\nCost per configuration (backlog phases, N = %d, median over rounds; per-Book memory includes the process baseline unless marked marginal):\n\n", r.N)
-		fmt.Fprintln(&b, "| Configuration | Books/s | CPU s per 1,000 Books | Peak RSS | Peak RSS per 1,000 Books | Heap in use per cached Book (end) | RSS per cached Book (end) | Marginal RSS per cached Book | Writes per Book |")
-		fmt.Fprintln(&b, "|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+		fmt.Fprintln(&b, "| Configuration | Books/s | CPU s per 1,000 Books | Peak RSS | Peak RSS per 1,000 Books | Heap in use per cached Book (end) | RSS per cached Book (end) | Marginal RSS per cached Book | RSS backed by the binary (end) | Writes per Book |")
+		fmt.Fprintln(&b, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 		for _, c := range r.Costs {
 			marginal := "–"
 			if c.MarginalRSSBytesPerBk != 0 {
 				marginal = kib(c.MarginalRSSBytesPerBk)
 			}
-			fmt.Fprintf(&b, "| %s | %.0f | %.2f | %s | %s | %s | %s | %s | %.2f |\n", c.Config, c.BooksPerSecond, c.CPUSecondsPer1000,
-				mib(uint64(c.PeakRSSBytes)), mib(uint64(c.PeakRSSBytesPer1000)), kib(c.EndHeapBytesPerBook), kib(c.EndRSSBytesPerBook), marginal, c.WritesPerBook)
+			file := "–"
+			if c.EndRSSFileBytes > 0 {
+				file = mib(uint64(c.EndRSSFileBytes))
+			}
+			fmt.Fprintf(&b, "| %s | %.0f | %.2f | %s | %s | %s | %s | %s | %s | %.2f |\n", c.Config, c.BooksPerSecond, c.CPUSecondsPer1000,
+				mib(uint64(c.PeakRSSBytes)), mib(uint64(c.PeakRSSBytesPer1000)), kib(c.EndHeapBytesPerBook), kib(c.EndRSSBytesPerBook), marginal, file, c.WritesPerBook)
 		}
 	}
 

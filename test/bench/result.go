@@ -93,6 +93,7 @@ type Phase struct {
 	IdleRSSBytes        uint64             `json:"idleRSSBytes,omitempty"` // live: RSS when ready, over an empty namespace
 	PeakRSSBytes        uint64             `json:"peakRSSBytes"`
 	EndRSSBytes         uint64             `json:"endRSSBytes"`
+	EndRSSFileBytes     uint64             `json:"endRSSFileBytes,omitempty"` // of EndRSSBytes, backed by files (the binary)
 	PeakHeapInuseBytes  uint64             `json:"peakHeapInuseBytes"`
 	EndHeapInuseBytes   uint64             `json:"endHeapInuseBytes"`
 	EndHeapAllocBytes   uint64             `json:"endHeapAllocBytes"`
