@@ -124,6 +124,14 @@ func bars(res *Result) []*Bar {
 
 		{name: "best ceiling (Books/s; pre-created Books, 2 writes each)", value: ceilings("ceiling", func(r *Round) float64 { return r.Ceiling })},
 		{name: "best live ceiling (Books/s; created by the generator, 3 writes each)", value: ceilings("ceiling-live", func(r *Round) float64 { return r.LiveCeiling })},
+		{name: "load generator's own capacity at " + p99 + " / best live ceiling", value: capacity("ceiling", true)},
+		{name: "ours capacity / the load generator's capacity at " + p99 + " (Books/s)", value: func(r *Round) (float64, string, bool) {
+			a, g := r.capacityOf("ours"), r.capacityOf("ceiling")
+			if a == nil || g == nil || g.BooksPerSecond == 0 {
+				return 0, "", false
+			}
+			return a.BooksPerSecond / g.BooksPerSecond, fmt.Sprintf("%.0f/s vs %.0f/s", a.BooksPerSecond, g.BooksPerSecond), true
+		}},
 		{name: "twin-tuned capacity at " + p99 + " / best live ceiling", value: capacity("twin-tuned", true)},
 		{name: "ours capacity at " + p99 + " / best (backlog) ceiling", value: capacity("ours", false)},
 		{name: "twin-tuned capacity at " + p99 + " / best (backlog) ceiling", value: capacity("twin-tuned", false)},

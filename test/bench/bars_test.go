@@ -27,7 +27,7 @@ func testRound(i int, ceiling, ours, tuned, def float64, oursCap, tunedCap, rest
 		return &Capacity{Config: config, Fraction: f, CeilingBooksPerSecond: r.LiveCeiling, BooksPerSecond: f * r.LiveCeiling,
 			BacklogCeilingBooksPerSecond: r.Ceiling, FractionOfBacklogCeiling: f * r.LiveCeiling / r.Ceiling}
 	}
-	r.Capacity = []*Capacity{c("ours", oursCap), c("twin-tuned", tunedCap)}
+	r.Capacity = []*Capacity{c("ceiling", 0.8), c("ours", oursCap), c("twin-tuned", tunedCap)}
 	r.Restart = &Restart{Writes: restartWrites}
 	return r
 }
@@ -82,6 +82,10 @@ func TestBarsJudgeTheMedianAgainstTheBestCeiling(t *testing.T) {
 	// The live ceiling is the best live concurrency, not the backlog one.
 	if b := barNamed(t, bs, "best live ceiling"); b.Median != 666.667 || !strings.Contains(b.Values[0].Figures, "C=64: 500") {
 		t.Errorf("live ceiling: %+v", b)
+	}
+	// Ours against the load generator's own capacity (0.8): 0.875 median.
+	if b := barNamed(t, bs, "ours capacity / the load generator's"); b.Median != 0.875 || b.Result != "info" {
+		t.Errorf("capacity against the generator's: %+v", b)
 	}
 	// The same capacity against the backlog ceiling is reported, not judged:
 	// 0.7 × 2/3 = 0.467.

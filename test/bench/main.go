@@ -65,6 +65,7 @@ type options struct {
 	capacityP99     time.Duration
 	capacityStart   float64
 	capacityStep    float64
+	capacityTries   int
 	pacedCreators   int
 	preCreateConcy  int
 	shards          int
@@ -98,6 +99,7 @@ func main() {
 	flag.StringVar(&o.oursBin, "ours-bin", "", "use this prebuilt book-controller instead of building ./cmd/controller (lever experiments)")
 	flag.DurationVar(&o.capacityP99, "capacity-p99", time.Second, "latency target of the capacity search: the highest paced creation rate with p99 create→Ready at most this")
 	flag.Float64Var(&o.capacityStart, "capacity-start", 0.7, "first creation rate the capacity search tries, as a fraction of the round's live ceiling")
+	flag.IntVar(&o.capacityTries, "capacity-tries", 2, "runs of a capacity step before it counts as failed (a stall of the shared API server can fail one run)")
 	flag.Float64Var(&o.capacityStep, "capacity-step", 0.1, "step of the capacity search, as a fraction of the round's live ceiling")
 	flag.IntVar(&o.pacedCreators, "paced-creators", 128, "concurrent creators in paced phases, enough that the pace and not the creators sets the rate")
 	flag.IntVar(&o.preCreateConcy, "pre-create-c", 64, "concurrency of the unmeasured Book creation before backlog and ceiling phases")
@@ -124,6 +126,9 @@ func (o *options) finish(phases, ceilingC string) error {
 	}
 	if o.n < 1 || o.c < 1 || o.rounds < 1 || o.pacedCreators < 1 || o.preCreateConcy < 1 {
 		return fmt.Errorf("-n, -c, -rounds, -paced-creators and -pre-create-c must be at least 1")
+	}
+	if o.capacityTries < 1 {
+		return fmt.Errorf("-capacity-tries %d: want at least 1", o.capacityTries)
 	}
 	if o.capacityStart <= 0 || o.capacityStep <= 0 {
 		return fmt.Errorf("-capacity-start and -capacity-step must be positive fractions of the live ceiling, e.g. 0.7 and 0.1")
@@ -169,7 +174,7 @@ type env struct {
 
 func run(ctx context.Context, o options) error {
 	res := &Result{Started: time.Now().UTC().Format(time.RFC3339), N: o.n, C: o.c, CeilingC: o.ceilingC,
-		RoundCount: o.rounds, Seed: o.seed, CapacityP99Ms: float64(o.capacityP99.Milliseconds())}
+		RoundCount: o.rounds, Seed: o.seed, CapacityP99Ms: float64(o.capacityP99.Milliseconds()), CapacityTries: o.capacityTries}
 	res.Machine = machine()
 	logf("machine: %d cores, %s, load average %s", res.Machine.Cores, res.Machine.GoVersion, res.Machine.LoadAvgStart)
 	waitLoad(ctx, o.maxLoad)

@@ -217,10 +217,6 @@ type creation struct {
 // createBooks creates n Books at concurrency c (optionally paced to r per
 // second).
 func (e *env) createBooks(ctx context.Context, ns string, n, c int, r float64) (*creation, error) {
-	var lim *rate.Limiter
-	if r > 0 {
-		lim = rate.NewLimiter(rate.Limit(r), 1)
-	}
 	created := make([]*webappv1.Book, n)
 	at := make([]time.Time, n)
 	next := make(chan int)
@@ -249,6 +245,30 @@ func (e *env) createBooks(ctx context.Context, ns string, n, c int, r float64) (
 			}
 		})
 	}
+	issued := feed(ctx, next, n, r)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return nil, fmt.Errorf("creating Books: %w", err)
+	default:
+	}
+	out := &creation{createdAt: make(map[string]time.Time, n), books: created}
+	for i, t := range at {
+		out.createdAt[bookName(i)] = t
+	}
+	out.issuedPerSecond = issued
+	return out, nil
+}
+
+// feed sends 0 … n-1 to next, paced to r per second when r > 0, closes it,
+// and returns the rate at which they were taken, first to last: the pace
+// kept, unless every taker was still busy.
+func feed(ctx context.Context, next chan<- int, n int, r float64) float64 {
+	defer close(next)
+	var lim *rate.Limiter
+	if r > 0 {
+		lim = rate.NewLimiter(rate.Limit(r), 1)
+	}
 	var first, last time.Time
 	for i := range n {
 		if lim != nil {
@@ -261,21 +281,10 @@ func (e *env) createBooks(ctx context.Context, ns string, n, c int, r float64) (
 			first = last
 		}
 	}
-	close(next)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return nil, fmt.Errorf("creating Books: %w", err)
-	default:
-	}
-	out := &creation{createdAt: make(map[string]time.Time, n), books: created}
-	for i, t := range at {
-		out.createdAt[bookName(i)] = t
-	}
 	if n > 1 && last.After(first) {
-		out.issuedPerSecond = float64(n-1) / last.Sub(first).Seconds()
+		return float64(n-1) / last.Sub(first).Seconds()
 	}
-	return out, nil
+	return 0
 }
 
 // prepare waits for a quiet machine and makes the phase's namespace.
@@ -545,12 +554,19 @@ func (e *env) ceilingPhase(ctx context.Context, name string, c int, withEvents b
 // makes for it, so every Book costs the API server the three writes it
 // costs in a live phase or a capacity step. No Book exists beforehand; the
 // rate is N over the time from the first Create until every Book is Ready.
-// It is the denominator of the capacity bar: a backlog ceiling makes two
-// writes per Book, so a paced live run cannot reach more than about 2/3 of
-// it on a server that writes are the limit of.
-func (e *env) liveCeilingPhase(ctx context.Context, name string, c int) (*Phase, error) {
+// A backlog ceiling makes two writes per Book, so a paced live run cannot
+// reach more than about 2/3 of it on a server that writes are the limit of.
+//
+// pace > 0 hands the Books to the writers at that many per second, as a
+// capacity step does: the load generator's own capacity at the latency
+// target, the server's best with no controller in the loop.
+func (e *env) liveCeilingPhase(ctx context.Context, name string, c int, pace float64) (*Phase, error) {
 	p := &Phase{Name: name, Round: e.round, Mode: "ceiling-live", Config: "ceiling", Controller: "load generator, creating each Book too (in bench)",
-		Workers: c, ClientLimit: "none", N: e.o.n, C: c}
+		Workers: c, ClientLimit: "none", N: e.o.n, C: c, CreateRate: round(pace, 1)}
+	timeout := e.o.timeout
+	if pace > 0 {
+		timeout = max(timeout, time.Duration(float64(e.o.n)/pace*float64(time.Second))+60*time.Second)
+	}
 	if err := e.prepare(ctx, p); err != nil {
 		return p, err
 	}
@@ -590,15 +606,13 @@ func (e *env) liveCeilingPhase(ctx context.Context, name string, c int) (*Phase,
 			}
 		})
 	}
-	for i := range e.o.n {
-		next <- i
-	}
-	close(next)
+	issued := feed(ctx, next, e.o.n, pace)
 	wg.Wait()
 	if firstErr != nil {
 		return p, fmt.Errorf("%s: %w", name, firstErr)
 	}
-	if err := w.wait(ctx, e.o.timeout); err != nil {
+	p.CreateRateAchieved = round(issued, 1)
+	if err := w.wait(ctx, timeout); err != nil {
 		return p, fmt.Errorf("%s: %w", name, err)
 	}
 	e.finishCPU(p, cpu0)

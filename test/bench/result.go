@@ -22,6 +22,7 @@ type Result struct {
 	// Seed with the round number seeds each round's phase order.
 	Seed          int64   `json:"seed"`
 	CapacityP99Ms float64 `json:"capacityTargetP99Ms"`
+	CapacityTries int     `json:"capacityTries"`
 	// WarmUp tells whether an unmeasured load-generator round ran first.
 	WarmUp bool     `json:"warmUp"`
 	Rounds []*Round `json:"rounds"`

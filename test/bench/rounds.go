@@ -78,7 +78,7 @@ func (e *env) plan() []unit {
 		for _, c := range e.o.ceilingC {
 			name := fmt.Sprintf("ceiling-live-c%d", c)
 			units = append(units, unit{name, func(ctx context.Context, r *Round) ([]*Phase, error) {
-				p, err := e.liveCeilingPhase(ctx, name, c)
+				p, err := e.liveCeilingPhase(ctx, name, c, 0)
 				return []*Phase{p}, err
 			}})
 		}
@@ -185,11 +185,12 @@ func (e *env) runRound(ctx context.Context, index int, plan []unit) (*Round, err
 		if r.LiveCeiling == 0 {
 			return r, fmt.Errorf("no live ceiling measured this round, and the capacity search is paced by it")
 		}
-		// Alternate which controller goes first, as the phases do.
-		configs := []string{"ours", "twin-tuned"}
-		if index%2 == 0 {
-			slices.Reverse(configs)
-		}
+		// The load generator's own capacity is the server's best at the
+		// latency target. Rotate which search goes first, as the phases
+		// are shuffled.
+		configs := []string{"ceiling", "ours", "twin-tuned"}
+		k := (index - 1) % len(configs)
+		configs = append(configs[k:], configs[:k]...)
 		for _, config := range configs {
 			var previous *Capacity
 			if len(e.res.Rounds) > 0 {
