@@ -126,9 +126,9 @@ func (e *env) capacity(ctx context.Context, r *Round, config string, previous *C
 	if err != nil {
 		return c, err
 	}
-	// The live ceiling is the server's best at this workload with no
-	// controller in the way; a little above it, noise aside, no step passes.
-	maxK := int(math.Round(1.2 / step))
+	// The live ceiling is the best of a closed loop of writers; a paced
+	// open loop may pass a little above it, but not far.
+	maxK := int(math.Round(1.5 / step))
 	if pass {
 		for k++; k <= maxK; k++ {
 			if pass, err = try(k); err != nil || !pass {
