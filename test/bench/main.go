@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,6 +67,7 @@ type options struct {
 	capacityStart   float64
 	capacityStep    float64
 	capacityTries   int
+	capacityConfigs []string
 	pacedCreators   int
 	preCreateConcy  int
 	shards          int
@@ -99,6 +101,16 @@ func main() {
 	flag.StringVar(&o.oursBin, "ours-bin", "", "use this prebuilt book-controller instead of building ./cmd/controller (lever experiments)")
 	flag.DurationVar(&o.capacityP99, "capacity-p99", time.Second, "latency target of the capacity search: the highest paced creation rate with p99 create→Ready at most this")
 	flag.Float64Var(&o.capacityStart, "capacity-start", 0.7, "first creation rate the capacity search tries, as a fraction of the round's live ceiling")
+	flag.Func("capacity-configs", "comma-separated capacity searches to run (default ceiling,ours,twin-tuned; the bars need all three)", func(v string) error {
+		o.capacityConfigs = nil
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.TrimSpace(c); !slices.Contains([]string{"ceiling", "ours", "twin-tuned"}, c) {
+				return fmt.Errorf("unknown capacity search %q; known: ceiling, ours, twin-tuned", c)
+			}
+			o.capacityConfigs = append(o.capacityConfigs, c)
+		}
+		return nil
+	})
 	flag.IntVar(&o.capacityTries, "capacity-tries", 2, "runs of a capacity step before it counts as failed (a stall of the shared API server can fail one run)")
 	flag.Float64Var(&o.capacityStep, "capacity-step", 0.1, "step of the capacity search, as a fraction of the round's live ceiling")
 	flag.IntVar(&o.pacedCreators, "paced-creators", 128, "concurrent creators in paced phases, enough that the pace and not the creators sets the rate")
@@ -126,6 +138,9 @@ func (o *options) finish(phases, ceilingC string) error {
 	}
 	if o.n < 1 || o.c < 1 || o.rounds < 1 || o.pacedCreators < 1 || o.preCreateConcy < 1 {
 		return fmt.Errorf("-n, -c, -rounds, -paced-creators and -pre-create-c must be at least 1")
+	}
+	if len(o.capacityConfigs) == 0 {
+		o.capacityConfigs = []string{"ceiling", "ours", "twin-tuned"}
 	}
 	if o.capacityTries < 1 {
 		return fmt.Errorf("-capacity-tries %d: want at least 1", o.capacityTries)

@@ -188,7 +188,7 @@ func (e *env) runRound(ctx context.Context, index int, plan []unit) (*Round, err
 		// The load generator's own capacity is the server's best at the
 		// latency target. Rotate which search goes first, as the phases
 		// are shuffled.
-		configs := []string{"ceiling", "ours", "twin-tuned"}
+		configs := slices.Clone(e.o.capacityConfigs)
 		k := (index - 1) % len(configs)
 		configs = append(configs[k:], configs[:k]...)
 		for _, config := range configs {
