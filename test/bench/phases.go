@@ -219,45 +219,58 @@ type creation struct {
 func (e *env) createBooks(ctx context.Context, ns string, n, c int, r float64) (*creation, error) {
 	created := make([]*webappv1.Book, n)
 	at := make([]time.Time, n)
+	issued, err := work(ctx, n, c, r, func(i int) error {
+		var b *webappv1.Book
+		var err error
+		for try := 0; try < 5; try++ {
+			b, err = e.books.WebappV1().Books(ns).Create(ctx, newBook(ns, i), metav1.CreateOptions{})
+			if err == nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
+			return err
+		}
+		at[i], created[i] = time.Now(), b
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating Books: %w", err)
+	}
+	out := &creation{createdAt: make(map[string]time.Time, n), books: created, issuedPerSecond: issued}
+	for i, t := range at {
+		out.createdAt[bookName(i)] = t
+	}
+	return out, nil
+}
+
+// work runs do(0) … do(n-1) on c goroutines, handing the indexes out at r
+// per second when r > 0, as fast as they are taken otherwise. It returns the
+// rate at which they were taken, first to last (the pace kept, unless every
+// goroutine was still busy), and the first error; an error does not stop
+// the others.
+func work(ctx context.Context, n, c int, r float64, do func(i int) error) (float64, error) {
 	next := make(chan int)
-	errs := make(chan error, c)
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
 	for range c {
 		wg.Go(func() {
 			for i := range next {
-				var b *webappv1.Book
-				var err error
-				for try := 0; try < 5; try++ {
-					b, err = e.books.WebappV1().Books(ns).Create(ctx, newBook(ns, i), metav1.CreateOptions{})
-					if err == nil {
-						break
+				if err := do(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
 					}
-					time.Sleep(50 * time.Millisecond)
+					mu.Unlock()
 				}
-				if err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-					continue
-				}
-				at[i], created[i] = time.Now(), b
 			}
 		})
 	}
 	issued := feed(ctx, next, n, r)
 	wg.Wait()
-	select {
-	case err := <-errs:
-		return nil, fmt.Errorf("creating Books: %w", err)
-	default:
-	}
-	out := &creation{createdAt: make(map[string]time.Time, n), books: created}
-	for i, t := range at {
-		out.createdAt[bookName(i)] = t
-	}
-	out.issuedPerSecond = issued
-	return out, nil
+	return issued, first
 }
 
 // feed sends 0 … n-1 to next, paced to r per second when r > 0, closes it,
@@ -500,43 +513,15 @@ func (e *env) ceilingPhase(ctx context.Context, name string, c int, withEvents b
 	busy, _ := waitQuiet(ctx, e.o.maxBusy)
 	p.OtherCoresBusyAtStart = round(busy, 2)
 	cpu0 := e.cpCPU()
-	next := make(chan *webappv1.Book)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	reqs := map[string]float64{}
 	t0 := time.Now()
-	for range c {
-		wg.Go(func() {
-			for b := range next {
-				err := e.converge(ctx, b)
-				if err == nil && withEvents {
-					err = e.event(ctx, b)
-				}
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-				}
-				mu.Lock()
-				reqs["POST"]++
-				reqs["PUT"]++
-				if withEvents {
-					reqs["POST"]++
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for _, b := range books {
-		next <- b
-	}
-	close(next)
-	wg.Wait()
-	if firstErr != nil {
-		return p, fmt.Errorf("ceiling: %w", firstErr)
+	if _, err := work(ctx, len(books), c, 0, func(i int) error {
+		err := e.converge(ctx, books[i])
+		if err == nil && withEvents {
+			err = e.event(ctx, books[i])
+		}
+		return err
+	}); err != nil {
+		return p, fmt.Errorf("ceiling: %w", err)
 	}
 	if err := w.wait(ctx, e.o.timeout); err != nil {
 		return p, fmt.Errorf("ceiling: %w", err)
@@ -544,8 +529,11 @@ func (e *env) ceilingPhase(ctx context.Context, name string, c int, withEvents b
 	e.finishCPU(p, cpu0)
 	p.finishReady(t0, w.readyAt)
 	p.ConfigMaps = e.countConfigMaps(ctx, p.Namespace)
-	p.Requests = reqs
-	p.Writes = writes(reqs)
+	p.Requests = map[string]float64{"POST": float64(len(books)), "PUT": float64(len(books))}
+	if withEvents {
+		p.Requests["POST"] += float64(len(books))
+	}
+	p.Writes = writes(p.Requests)
 	return p, nil
 }
 
@@ -578,38 +566,18 @@ func (e *env) liveCeilingPhase(ctx context.Context, name string, c int, pace flo
 	busy, _ := waitQuiet(ctx, e.o.maxBusy)
 	p.OtherCoresBusyAtStart = round(busy, 2)
 	cpu0 := e.cpCPU()
-	next := make(chan int)
 	createdAt := make([]time.Time, e.o.n)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if firstErr == nil {
-			firstErr = err
-		}
-	}
 	t0 := time.Now()
-	for range c {
-		wg.Go(func() {
-			for i := range next {
-				b, err := e.books.WebappV1().Books(p.Namespace).Create(ctx, newBook(p.Namespace, i), metav1.CreateOptions{})
-				if err != nil {
-					fail(fmt.Errorf("creating Book %d: %w", i, err))
-					continue
-				}
-				createdAt[i] = time.Now()
-				if err := e.converge(ctx, b); err != nil {
-					fail(err)
-				}
-			}
-		})
-	}
-	issued := feed(ctx, next, e.o.n, pace)
-	wg.Wait()
-	if firstErr != nil {
-		return p, fmt.Errorf("%s: %w", name, firstErr)
+	issued, err := work(ctx, e.o.n, c, pace, func(i int) error {
+		b, err := e.books.WebappV1().Books(p.Namespace).Create(ctx, newBook(p.Namespace, i), metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("creating Book %d: %w", i, err)
+		}
+		createdAt[i] = time.Now()
+		return e.converge(ctx, b)
+	})
+	if err != nil {
+		return p, fmt.Errorf("%s: %w", name, err)
 	}
 	p.CreateRateAchieved = round(issued, 1)
 	if err := w.wait(ctx, timeout); err != nil {

@@ -191,8 +191,12 @@ func markdown(r *Result, charts map[string]string, chartRound *Round) string {
 			if who == "ceiling" {
 				who = "load generator (no controller)"
 			}
-			caps = append(caps, fmt.Sprintf("| %d | %s | %.0f | %s | **%.0f%%** (%.0f/s) | %.0f%% of %.0f/s |", rd.Index, who, c.CeilingBooksPerSecond,
-				strings.Join(steps, "; "), c.Fraction*100, c.BooksPerSecond, c.FractionOfBacklogCeiling*100, c.BacklogCeilingBooksPerSecond))
+			ofBacklog := "–"
+			if c.BacklogCeilingBooksPerSecond > 0 {
+				ofBacklog = fmt.Sprintf("%.0f%% of %.0f/s", c.FractionOfBacklogCeiling*100, c.BacklogCeilingBooksPerSecond)
+			}
+			caps = append(caps, fmt.Sprintf("| %d | %s | %.0f | %s | **%.0f%%** (%.0f/s) | %s |", rd.Index, who, c.CeilingBooksPerSecond,
+				strings.Join(steps, "; "), c.Fraction*100, c.BooksPerSecond, ofBacklog))
 		}
 	}
 	if len(caps) > 0 {
