@@ -309,6 +309,19 @@ func (e *env) prepare(ctx context.Context, p *Phase) error {
 	return err
 }
 
+// arm is what a phase does right before its t = 0: it starts the watch
+// that sees the namespace's Books become Ready, waits for a quiet machine,
+// and reads the control plane's CPU. The caller stops the watch.
+func (e *env) arm(ctx context.Context, p *Phase) (*readyWatch, map[string]float64, error) {
+	w, err := e.watchReady(ctx, p.Namespace, e.o.n)
+	if err != nil {
+		return nil, nil, err
+	}
+	busy, _ := waitQuiet(ctx, e.o.maxBusy)
+	p.OtherCoresBusyAtStart = round(busy, 2)
+	return w, e.cpCPU(), nil
+}
+
 // cpCPU is the control plane's CPU seconds so far (local cluster only).
 func (e *env) cpCPU() map[string]float64 {
 	out := map[string]float64{}
@@ -457,14 +470,11 @@ func (e *env) backlogPhase(ctx context.Context, name string, s controllerSpec) (
 		return p, err
 	}
 	p.CreateSeconds = round(time.Since(t).Seconds(), 3)
-	w, err := e.watchReady(ctx, p.Namespace, e.o.n)
+	w, cpu0, err := e.arm(ctx, p)
 	if err != nil {
 		return p, err
 	}
 	defer w.stop()
-	busy, _ := waitQuiet(ctx, e.o.maxBusy)
-	p.OtherCoresBusyAtStart = round(busy, 2)
-	cpu0 := e.cpCPU()
 	pr, err := e.startController(s, p.Namespace, e.logName(name))
 	if err != nil {
 		return p, err
@@ -505,14 +515,11 @@ func (e *env) ceilingPhase(ctx context.Context, name string, c int, withEvents b
 	}
 	books := cr.books
 	p.CreateSeconds = round(time.Since(t).Seconds(), 3)
-	w, err := e.watchReady(ctx, p.Namespace, e.o.n)
+	w, cpu0, err := e.arm(ctx, p)
 	if err != nil {
 		return p, err
 	}
 	defer w.stop()
-	busy, _ := waitQuiet(ctx, e.o.maxBusy)
-	p.OtherCoresBusyAtStart = round(busy, 2)
-	cpu0 := e.cpCPU()
 	t0 := time.Now()
 	if _, err := work(ctx, len(books), c, 0, func(i int) error {
 		err := e.converge(ctx, books[i])
@@ -558,14 +565,11 @@ func (e *env) liveCeilingPhase(ctx context.Context, name string, c int, pace flo
 	if err := e.prepare(ctx, p); err != nil {
 		return p, err
 	}
-	w, err := e.watchReady(ctx, p.Namespace, e.o.n)
+	w, cpu0, err := e.arm(ctx, p)
 	if err != nil {
 		return p, err
 	}
 	defer w.stop()
-	busy, _ := waitQuiet(ctx, e.o.maxBusy)
-	p.OtherCoresBusyAtStart = round(busy, 2)
-	cpu0 := e.cpCPU()
 	createdAt := make([]time.Time, e.o.n)
 	t0 := time.Now()
 	issued, err := work(ctx, e.o.n, c, pace, func(i int) error {
