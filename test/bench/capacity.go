@@ -48,10 +48,10 @@ type CapacityStep struct {
 const minPaceKept = 0.95
 
 // capacity searches config's capacity in round r: ours, twin-tuned, or
-// "ceiling", the load generator of the live ceiling paced the same way. It starts at
-// -capacity-start of the ceiling in the first round and at the previous
-// round's capacity after that, climbs while steps pass and descends while
-// they fail, assuming that p99 grows with the creation rate.
+// "ceiling", the load generator of the live ceiling paced the same way. It
+// starts at -capacity-start of the live ceiling in the first round and at
+// the previous round's capacity after that, climbs while steps pass and
+// descends while they fail, assuming that p99 grows with the creation rate.
 func (e *env) capacity(ctx context.Context, r *Round, config string, previous *Capacity) (*Capacity, error) {
 	c := &Capacity{Config: config, CeilingBooksPerSecond: r.LiveCeiling, BacklogCeilingBooksPerSecond: r.Ceiling,
 		TargetP99Ms: float64(e.o.capacityP99.Milliseconds())}

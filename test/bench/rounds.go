@@ -14,7 +14,8 @@ import (
 // backlog ceiling), "ceiling-live" once per concurrency creating the Books
 // too (the live ceiling); "restart" restarts ours over ours-live's Books, or
 // over ours-backlog's when ours-live is not selected; "capacity" is the
-// paced search for ours and twin-tuned.
+// paced search for the load generator, ours and twin-tuned
+// (-capacity-configs).
 var allPhases = []string{"ceiling", "ceiling-live", "ceiling-events",
 	"ours-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
 	"ours-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity"}
