@@ -1,0 +1,61 @@
+package controller
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// BenchmarkBacklogBytes measures what the controller holds per Book while a
+// backlog drains, beside the informer caches: the work queue's bookkeeping
+// per queued key (with pkg/metrics' workqueue provider, which this package
+// imports, as the binary runs) and the
+// consistency store's record per Book written but not yet synced again. At
+// N queued Books both live at once, and GOGC=50 adds up to half again:
+//
+//	go test ./pkg/controller -run '^$' -bench BacklogBytes -benchtime 3x
+func BenchmarkBacklogBytes(b *testing.B) {
+	const n = 10000
+	keys := make([]cache.ObjectName, n)
+	uids := make([]types.UID, n) // the Books' own, which the store shares
+	for i := range keys {
+		keys[i] = cache.ObjectName{Namespace: "bench-r1-ours-backlog-1", Name: fmt.Sprintf("book-%05d", i)}
+		uids[i] = types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i))
+	}
+	var queueBytes, storeBytes float64
+	for range b.N {
+		before := liveHeap()
+		q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "backlog-bytes"})
+		for _, k := range keys {
+			q.Add(k)
+		}
+		queued := liveHeap()
+		s, _, _ := newTestConsistencyStore()
+		for i, k := range keys {
+			s.WroteAt(k, uids[i], booksResource, strconv.Itoa(1000000+2*i))
+			s.WroteAt(k, uids[i], configMapsResource, strconv.Itoa(1000001+2*i))
+		}
+		recorded := liveHeap()
+		if q.Len() != n || len(s.owners) != n {
+			b.Fatalf("queue holds %d keys and the store %d records, want %d each", q.Len(), len(s.owners), n)
+		}
+		q.ShutDown()
+		queueBytes += float64(queued-before) / n
+		storeBytes += float64(recorded-queued) / n
+	}
+	b.ReportMetric(queueBytes/float64(b.N), "B/queued-key")
+	b.ReportMetric(storeBytes/float64(b.N), "B/consistency-record")
+}
+
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
