@@ -119,12 +119,10 @@ func markdown(r *Result, charts map[string]string, chartRound *Round) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", x.Name, med, minMax, strings.Join(per, "; "), x.Target, res)
 	}
 
-	for _, t := range []struct{ title, prefix string }{
-		{"Ceiling (Books/s; pre-created Books, the 2 writes a controller makes for each), by writer concurrency:", "ceiling-c"},
-		{"Live ceiling (Books/s; each writer creates a Book and makes its 2 writes: 3 per Book, as in a live phase; p99 create→Ready in brackets), by writer concurrency:", "ceiling-live-c"},
-	} {
-		ceilingTable(&b, r, t.title, t.prefix)
-	}
+	ceilingTable(&b, r, "Ceiling (Books/s; pre-created Books, the 2 writes a controller makes for each), by writer concurrency:",
+		"ceiling-c", func(rd *Round) float64 { return rd.Ceiling })
+	ceilingTable(&b, r, "Live ceiling (Books/s; each writer creates a Book and makes its 2 writes: 3 per Book, as in a live phase; p99 create→Ready in brackets), by writer concurrency:",
+		"ceiling-live-c", func(rd *Round) float64 { return rd.LiveCeiling })
 
 	fmt.Fprintln(&b, "\nPhases, median over rounds (requests by verb from the last round):")
 	fmt.Fprintln(&b)
@@ -325,9 +323,9 @@ func chart(r *Round, path, title, mode string) (bool, error) {
 
 // ceilingTable writes one load generator's rates by writer concurrency, a
 // column per round, and the round's best; nothing if no round ran it.
-func ceilingTable(b *strings.Builder, r *Result, title, prefix string) {
+func ceilingTable(b *strings.Builder, r *Result, title, prefix string, best func(*Round) float64) {
 	rows := ""
-	any := false
+	measured := false
 	for _, c := range r.CeilingC {
 		rows += fmt.Sprintf("| %d |", c)
 		for _, rd := range r.Rounds {
@@ -336,27 +334,23 @@ func ceilingTable(b *strings.Builder, r *Result, title, prefix string) {
 			case p == nil:
 				rows += " – |"
 			case p.Mode == "ceiling-live":
-				any = true
+				measured = true
 				rows += fmt.Sprintf(" %.0f (%.0f ms) |", p.BooksPerSecond, p.LatencyP99Ms)
 			default:
-				any = true
+				measured = true
 				rows += fmt.Sprintf(" %.0f |", p.BooksPerSecond)
 			}
 		}
 		rows += "\n"
 	}
-	if !any {
+	if !measured {
 		return
 	}
 	fmt.Fprintf(b, "\n%s\n\n", title)
 	fmt.Fprintf(b, "| Writers |%s\n|---|%s\n%s", roundHeads(r), strings.Repeat("--:|", len(r.Rounds)), rows)
 	fmt.Fprint(b, "| **best** |")
 	for _, rd := range r.Rounds {
-		best := rd.Ceiling
-		if prefix == "ceiling-live-c" {
-			best = rd.LiveCeiling
-		}
-		fmt.Fprintf(b, " **%.0f** |", best)
+		fmt.Fprintf(b, " **%.0f** |", best(rd))
 	}
 	fmt.Fprintln(b)
 }
