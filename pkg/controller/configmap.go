@@ -58,17 +58,20 @@ func desiredConfigMap(book *webappv1.Book) *corev1.ConfigMap {
 	}
 }
 
-// configMapUpToDate reports whether an observed ConfigMap already carries
-// everything the desired one does. Labels and owner references that others
-// added are tolerated; the data belongs to the Book and must match exactly.
-func configMapUpToDate(observed, desired *corev1.ConfigMap) bool {
-	if !maps.Equal(observed.Data, desired.Data) || len(observed.BinaryData) != 0 {
+// configMapUpToDate reports whether an observed ConfigMap, as the cache
+// keeps it, already carries everything the desired one does. Labels and
+// owner references that others added are tolerated; the data belongs to the
+// Book and must match exactly. desired is what desiredConfigMap renders: our
+// two data keys and at most our two labels.
+func configMapUpToDate(observed *cachedConfigMap, desired *corev1.ConfigMap) bool {
+	if !observed.onlyTitleAndPrice || observed.title != desired.Data[TitleKey] || observed.price != desired.Data[PriceKey] {
 		return false
 	}
-	for k, v := range desired.Labels {
-		if got, ok := observed.Labels[k]; !ok || got != v {
-			return false
-		}
+	if observed.managedBy != desired.Labels[ManagedByLabel] {
+		return false
+	}
+	if want, ok := desired.Labels[BookLabel]; ok && observed.book != want {
+		return false
 	}
 	return true
 }
@@ -79,20 +82,19 @@ func configMapUpToDate(observed, desired *corev1.ConfigMap) bool {
 // such a ConfigMap (unless another, living owner keeps it); until then it
 // holds book's ConfigMap name. A forged reference looks the same, and the
 // garbage collector deletes that ConfigMap alike.
-func controlledByEarlierBook(cm *corev1.ConfigMap, book *webappv1.Book) bool {
-	ref := metav1.GetControllerOfNoCopy(cm)
-	if ref == nil || ref.Kind != bookGVK.Kind || ref.Name != book.Name || ref.UID == book.UID {
+func controlledByEarlierBook(cm *cachedConfigMap, book *webappv1.Book) bool {
+	ref := cm.controller
+	if !cm.hasController || ref.kind != bookGVK.Kind || ref.name != book.Name || ref.uid == book.UID {
 		return false
 	}
 	// Compare the group only: a reference written through another API
 	// version of Book names a Book all the same.
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	gv, err := schema.ParseGroupVersion(ref.apiVersion)
 	return err == nil && gv.Group == bookGVK.Group
 }
 
 // repairedConfigMap returns a copy of observed, which this Book controls, with
-// the desired data and labels put back. The input, usually from the informer
-// cache, is not modified.
+// the desired data and labels put back. The input is not modified.
 func repairedConfigMap(observed, desired *corev1.ConfigMap) *corev1.ConfigMap {
 	cm := observed.DeepCopy()
 	cm.Data = desired.Data

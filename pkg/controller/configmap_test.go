@@ -80,7 +80,7 @@ func TestConfigMapUpToDate(t *testing.T) {
 			observed := desired.DeepCopy()
 			tt.mutate(observed)
 			desiredBefore := desired.DeepCopy()
-			if got := configMapUpToDate(observed, desired); got != tt.want {
+			if got := configMapUpToDate(projectConfigMap(observed), desired); got != tt.want {
 				t.Errorf("configMapUpToDate: got %v, want %v", got, tt.want)
 			}
 			if !apiequality.Semantic.DeepEqual(desired, desiredBefore) {
@@ -113,7 +113,7 @@ func TestRepairedConfigMap(t *testing.T) {
 	if !apiequality.Semantic.DeepEqual(desired, desiredBefore) {
 		t.Errorf("repairedConfigMap mutated desired")
 	}
-	if !configMapUpToDate(got, desired) {
+	if !configMapUpToDate(projectConfigMap(got), desired) {
 		t.Errorf("repaired ConfigMap is not up to date: %+v", got)
 	}
 	if !apiequality.Semantic.DeepEqual(got.Data, desired.Data) {

@@ -19,7 +19,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -78,7 +77,7 @@ type Controller struct {
 
 	booksLister      booklisters.BookLister
 	booksSynced      cache.InformerSynced
-	configMapsLister corelisters.ConfigMapLister
+	configMaps       cachedConfigMapGetter
 	configMapsSynced cache.InformerSynced
 
 	// queue holds namespace/name keys of Books that may need work. A key is
@@ -133,10 +132,10 @@ func New(
 		opts.DrainTimeout = DefaultDrainTimeout
 	}
 	c := &Controller{
-		kubeClient:       kubeClient,
-		bookClient:       bookClient,
-		booksLister:      bookInformer.Lister(),
-		configMapsLister: configMapInformer.Lister(),
+		kubeClient:  kubeClient,
+		bookClient:  bookClient,
+		booksLister: bookInformer.Lister(),
+		configMaps:  cachedConfigMapGetter{indexer: configMapInformer.Informer().GetIndexer()},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: Name}),
 		recorder:        recorder,
@@ -152,6 +151,13 @@ func New(
 	c.aborted, c.abort = context.WithCancelCause(context.Background())
 	c.syncHandler = c.syncBook
 	metrics.InitController(Name)
+
+	// The ConfigMap cache keeps only what the sync reads (configmapcache.go).
+	// The informer must not have started: a transform set later would
+	// leave whole ConfigMaps in the cache beside projected ones.
+	if err := configMapInformer.Informer().SetTransform(ProjectConfigMap); err != nil {
+		return nil, fmt.Errorf("setting the ConfigMap informer's transform: %w", err)
+	}
 
 	// The registrations' HasSynced, unlike the informers', also waits until
 	// our handlers have seen the initial list, so Run starts with a full queue.

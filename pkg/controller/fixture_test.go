@@ -228,9 +228,11 @@ func (f *fixture) addBookToLister(b *webappv1.Book) {
 	}
 }
 
+// addConfigMapToLister puts what the informer would keep of cm (its
+// projection, configmapcache.go) into the ConfigMap cache.
 func (f *fixture) addConfigMapToLister(cm *corev1.ConfigMap) {
 	f.t.Helper()
-	if err := f.configMapIndexer().Update(cm.DeepCopy()); err != nil {
+	if err := f.configMapIndexer().Update(projectConfigMap(cm.DeepCopy())); err != nil {
 		f.t.Fatalf("adding ConfigMap to indexer: %v", err)
 	}
 }
@@ -531,4 +533,24 @@ func (f *fixture) expectReady(name string, status metav1.ConditionStatus, reason
 
 func bookKey(name string) cache.ObjectName {
 	return cache.ObjectName{Namespace: testNamespace, Name: name}
+}
+
+// projectingConfigMapHandler is the ConfigMap event handler as the informer
+// calls it: ConfigMaps, bare or in tombstones, arrive projected by
+// ProjectConfigMap; anything else arrives as it is.
+func (c *Controller) projectingConfigMapHandler() cache.ResourceEventHandler {
+	h := c.configMapEventHandler()
+	project := func(obj any) any {
+		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			tombstone.Obj, _ = ProjectConfigMap(tombstone.Obj)
+			return tombstone
+		}
+		obj, _ = ProjectConfigMap(obj)
+		return obj
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { h.OnAdd(project(obj), false) },
+		UpdateFunc: func(oldObj, newObj any) { h.OnUpdate(project(oldObj), project(newObj)) },
+		DeleteFunc: func(obj any) { h.OnDelete(project(obj)) },
+	}
 }

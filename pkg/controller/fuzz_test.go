@@ -139,10 +139,25 @@ func FuzzDesiredConfigMap(f *testing.F) {
 		if !reflect.DeepEqual(cm, again) {
 			t.Errorf("two renderings differ:\n%+v\n%+v", cm, again)
 		}
-		if !configMapUpToDate(cm, again) {
+		if !configMapUpToDate(projectConfigMap(cm), again) {
 			t.Error("a desired ConfigMap is not up to date with itself")
 		}
 	})
+}
+
+// wholeConfigMapUpToDate is configMapUpToDate on whole ConfigMaps, as the
+// controller judged before its cache kept projections: data equal to
+// desired's, no binaryData, and every desired label present with its value.
+func wholeConfigMapUpToDate(observed, desired *corev1.ConfigMap) bool {
+	if !maps.Equal(observed.Data, desired.Data) || len(observed.BinaryData) != 0 {
+		return false
+	}
+	for k, v := range desired.Labels {
+		if got, ok := observed.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // decodePairs turns a fuzzer string into a map: "k1=v1\nk2=v2...".
@@ -185,7 +200,12 @@ func FuzzRepairedConfigMap(f *testing.F) {
 			observed.Annotations = map[string]string{"note": annotation}
 		}
 		observedBefore, desiredBefore := observed.DeepCopy(), desired.DeepCopy()
-		wasUpToDate := configMapUpToDate(observed, desired)
+		wasUpToDate := configMapUpToDate(projectConfigMap(observed), desired)
+		// The cache keeps a projection; judged on it, a ConfigMap must be up
+		// to date exactly when the whole object is.
+		if whole := wholeConfigMapUpToDate(observed, desired); wasUpToDate != whole {
+			t.Fatalf("up to date by the cached projection: %v, by the whole ConfigMap: %v\n%+v", wasUpToDate, whole, observed)
+		}
 
 		got := repairedConfigMap(observed, desired)
 
@@ -195,7 +215,7 @@ func FuzzRepairedConfigMap(f *testing.F) {
 		if !reflect.DeepEqual(desired, desiredBefore) {
 			t.Fatalf("repairedConfigMap modified desired")
 		}
-		if !configMapUpToDate(got, desired) {
+		if !configMapUpToDate(projectConfigMap(got), desired) {
 			t.Fatalf("repaired ConfigMap is not up to date: %+v", got)
 		}
 		if !maps.Equal(got.Data, desired.Data) || len(got.BinaryData) != 0 {
@@ -413,7 +433,7 @@ func FuzzEventHandlerKeys(f *testing.F) {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, ResourceVersion: rv1,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "webapp.ydzs.io/v1", Kind: "Book", Name: refName, UID: types.UID(refUID), Controller: &yes}}}}
 		want := []cache.ObjectName{own}
-		ch := c.configMapEventHandler()
+		ch := c.projectingConfigMapHandler()
 		ch.OnAdd(cm, false)
 		expectQueued(t, c, want...)
 		cmChanged := cm.DeepCopy()

@@ -3,7 +3,6 @@ package controller
 import (
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -66,18 +65,30 @@ func (c *Controller) enqueueBookOfConfigMap(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
-	cm, ok := obj.(*corev1.ConfigMap)
+	cm, ok := obj.(*cachedConfigMap)
 	if !ok {
 		utilruntime.HandleError(errUnexpectedObject(obj))
 		return
 	}
-	c.queue.Add(cache.MetaObjectToName(cm))
+	c.queue.Add(cache.ObjectName{Namespace: cm.namespace, Name: cm.name})
 }
 
 func sameResourceVersion(oldObj, newObj any) bool {
-	o, ok1 := oldObj.(metav1.Object)
-	n, ok2 := newObj.(metav1.Object)
-	return ok1 && ok2 && o.GetResourceVersion() == n.GetResourceVersion()
+	o, ok1 := resourceVersionOf(oldObj)
+	n, ok2 := resourceVersionOf(newObj)
+	return ok1 && ok2 && o == n
+}
+
+// resourceVersionOf returns the resourceVersion of a Book or of a cached
+// ConfigMap, and false for anything else.
+func resourceVersionOf(obj any) (string, bool) {
+	switch o := obj.(type) {
+	case *cachedConfigMap:
+		return o.resourceVersion, true
+	case metav1.Object:
+		return o.GetResourceVersion(), true
+	}
+	return "", false
 }
 
 func errUnexpectedObject(obj any) error {

@@ -114,7 +114,7 @@ func TestConfigMapHandlerEnqueuesTheBookOfItsName(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, Options{}, book)
-			h := f.c.configMapEventHandler()
+			h := f.c.projectingConfigMapHandler()
 			cm := ownConfigMap(book)
 			cm.OwnerReferences = tt.refs
 			want := bookKey("demo")
@@ -141,7 +141,7 @@ func TestConfigMapUpdateHandler(t *testing.T) {
 	t.Run("resync with the same resourceVersion", func(t *testing.T) {
 		f := newFixture(t, Options{}, a)
 		cm := withRV(ownConfigMap(a), "5")
-		f.c.configMapEventHandler().OnUpdate(cm, cm.DeepCopy())
+		f.c.projectingConfigMapHandler().OnUpdate(cm, cm.DeepCopy())
 		expectQueued(t, f.c)
 	})
 	t.Run("controller moves to another Book: only the Book of the name learns", func(t *testing.T) {
@@ -150,7 +150,7 @@ func TestConfigMapUpdateHandler(t *testing.T) {
 		oldCM := withRV(ownConfigMap(a), "5")
 		newCM := withRV(oldCM.DeepCopy(), "6")
 		newCM.OwnerReferences = []metav1.OwnerReference{bookControllerRef("b", b.UID)}
-		f.c.configMapEventHandler().OnUpdate(oldCM, newCM)
+		f.c.projectingConfigMapHandler().OnUpdate(oldCM, newCM)
 		expectQueued(t, f.c, bookKey("a"))
 	})
 	t.Run("controller reference removed", func(t *testing.T) {
@@ -158,13 +158,13 @@ func TestConfigMapUpdateHandler(t *testing.T) {
 		oldCM := withRV(ownConfigMap(a), "5")
 		newCM := withRV(oldCM.DeepCopy(), "6")
 		newCM.OwnerReferences = nil
-		f.c.configMapEventHandler().OnUpdate(oldCM, newCM)
+		f.c.projectingConfigMapHandler().OnUpdate(oldCM, newCM)
 		expectQueued(t, f.c, bookKey("a"))
 	})
 	t.Run("objects that are not ConfigMaps", func(t *testing.T) {
 		f := newFixture(t, Options{}, a)
-		f.c.configMapEventHandler().OnUpdate("old", "new")
-		f.c.configMapEventHandler().OnUpdate(withRV(ownConfigMap(a), "1"), withRV(newBook("a", 1, "A", 1), "2"))
+		f.c.projectingConfigMapHandler().OnUpdate("old", "new")
+		f.c.projectingConfigMapHandler().OnUpdate(withRV(ownConfigMap(a), "1"), withRV(newBook("a", 1, "A", 1), "2"))
 		expectQueued(t, f.c)
 	})
 }
@@ -172,7 +172,7 @@ func TestConfigMapUpdateHandler(t *testing.T) {
 func TestConfigMapDeleteHandlerTombstones(t *testing.T) {
 	book := newBook("demo", 1, "T", 1)
 	f := newFixture(t, Options{}, book)
-	h := f.c.configMapEventHandler()
+	h := f.c.projectingConfigMapHandler()
 
 	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "default/demo", Obj: ownConfigMap(book)})
 	expectQueued(t, f.c, bookKey("demo"))
@@ -204,7 +204,7 @@ func TestConfigMapWithForgedControllerRef(t *testing.T) {
 	cm.Data = map[string]string{TitleKey: "forged", PriceKey: "0"}
 	f := newFixture(t, Options{}, book, cm)
 
-	f.c.configMapEventHandler().OnAdd(cm, false)
+	f.c.projectingConfigMapHandler().OnAdd(cm, false)
 	expectQueued(t, f.c, bookKey("demo"))
 
 	before := f.mustGetConfigMap("demo")

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,14 +55,14 @@ func conflictCondition(book *webappv1.Book) metav1.Condition {
 
 // earlierBookCondition is the Ready condition of a Book whose ConfigMap name
 // is held by the ConfigMap of a deleted Book of the same name.
-func earlierBookCondition(book *webappv1.Book, cm *corev1.ConfigMap) metav1.Condition {
-	uid := metav1.GetControllerOfNoCopy(cm).UID
+func earlierBookCondition(book *webappv1.Book, cm *cachedConfigMap) metav1.Condition {
+	uid := cm.controller.uid
 	return metav1.Condition{
 		Type:   ConditionReady,
 		Status: metav1.ConditionFalse,
 		Reason: ReasonConfigMapOfEarlierBook,
 		Message: fmt.Sprintf("ConfigMap %s belongs to an earlier Book %s (UID %s) that no longer exists; "+
-			"waiting for the garbage collector to delete it", cm.Name, book.Name, uid),
+			"waiting for the garbage collector to delete it", cm.name, book.Name, uid),
 		ObservedGeneration: book.Generation,
 	}
 }

@@ -81,14 +81,14 @@ func (c *Controller) awaitOwnWrite(ctx context.Context, key cache.ObjectName, er
 // the Ready condition that results.
 func (c *Controller) syncConfigMap(ctx context.Context, book *webappv1.Book) (metav1.Condition, error) {
 	desired := desiredConfigMap(book)
-	observed, err := c.configMapsLister.ConfigMaps(book.Namespace).Get(book.Name)
-	if apierrors.IsNotFound(err) {
-		return c.createConfigMap(ctx, book, desired)
-	}
+	observed, err := c.configMaps.get(book.Namespace, book.Name)
 	if err != nil {
 		return metav1.Condition{}, fmt.Errorf("reading ConfigMap %s from cache: %w", klog.KObj(book), err)
 	}
-	return c.reconcileConfigMap(ctx, book, observed, desired)
+	if observed == nil {
+		return c.createConfigMap(ctx, book, desired)
+	}
+	return c.reconcileConfigMap(ctx, book, observed, nil, desired)
 }
 
 // createConfigMap creates the desired ConfigMap. The cache only holds
@@ -112,13 +112,15 @@ func (c *Controller) createConfigMap(ctx context.Context, book *webappv1.Book, d
 	if err != nil {
 		return metav1.Condition{}, fmt.Errorf("reading existing ConfigMap %s: %w", klog.KObj(desired), err)
 	}
-	return c.reconcileConfigMap(ctx, book, existing, desired)
+	return c.reconcileConfigMap(ctx, book, projectConfigMap(existing), existing, desired)
 }
 
 // reconcileConfigMap repairs an existing ConfigMap that the Book controls and
-// leaves any other one untouched.
-func (c *Controller) reconcileConfigMap(ctx context.Context, book *webappv1.Book, observed, desired *corev1.ConfigMap) (metav1.Condition, error) {
-	if !metav1.IsControlledBy(observed, book) {
+// leaves any other one untouched. observed is what the cache keeps of it;
+// live is the whole object when it was just read from the API server, else
+// nil.
+func (c *Controller) reconcileConfigMap(ctx context.Context, book *webappv1.Book, observed *cachedConfigMap, live, desired *corev1.ConfigMap) (metav1.Condition, error) {
+	if !observed.controlledBy(book.UID) {
 		// Never modify what we don't control. Look again later: the other
 		// object may be outside our label-filtered cache, and then its
 		// deletion raises no event.
@@ -130,17 +132,43 @@ func (c *Controller) reconcileConfigMap(ctx context.Context, book *webappv1.Book
 		}
 		return conflictCondition(book), nil
 	}
-	if observed.DeletionTimestamp != nil {
+	if observed.deleting {
 		// Being deleted; its delete event requeues the Book to recreate it.
-		return metav1.Condition{}, fmt.Errorf("ConfigMap %s is being deleted; will recreate it", klog.KObj(observed))
+		return metav1.Condition{}, fmt.Errorf("ConfigMap %s is being deleted; will recreate it", klog.KObj(desired))
 	}
 	if configMapUpToDate(observed, desired) {
 		return readyCondition(book), nil
 	}
-	updated, err := c.kubeClient.CoreV1().ConfigMaps(book.Namespace).Update(ctx,
-		repairedConfigMap(observed, desired), metav1.UpdateOptions{FieldManager: FieldManager})
+	return c.repairConfigMap(ctx, book, live, desired)
+}
+
+// repairConfigMap puts the desired data and labels back into the Book's
+// ConfigMap. The cache keeps only part of a ConfigMap (configmapcache.go),
+// and an update replaces the whole object, so unless live was just read,
+// the ConfigMap is read from the API server first; its resourceVersion
+// makes the update fail with a conflict if anyone writes in between. A
+// repair follows somebody else's edit, so the extra read is rare.
+func (c *Controller) repairConfigMap(ctx context.Context, book *webappv1.Book, live, desired *corev1.ConfigMap) (metav1.Condition, error) {
+	client := c.kubeClient.CoreV1().ConfigMaps(book.Namespace)
+	if live == nil {
+		var err error
+		if live, err = client.Get(ctx, desired.Name, metav1.GetOptions{}); err != nil {
+			// NotFound too: the delete event on its way requeues the Book.
+			return metav1.Condition{}, fmt.Errorf("reading ConfigMap %s to repair it: %w", klog.KObj(desired), err)
+		}
+		if !metav1.IsControlledBy(live, book) || live.DeletionTimestamp != nil {
+			// It changed hands (or began to go) since the cache saw it;
+			// its watch event requeues the Book, and the next sync judges
+			// afresh.
+			return metav1.Condition{}, fmt.Errorf("ConfigMap %s changed since it was cached; will look again", klog.KObj(desired))
+		}
+		if configMapUpToDate(projectConfigMap(live), desired) {
+			return readyCondition(book), nil
+		}
+	}
+	updated, err := client.Update(ctx, repairedConfigMap(live, desired), metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil {
-		return metav1.Condition{}, fmt.Errorf("updating ConfigMap %s: %w", klog.KObj(observed), err)
+		return metav1.Condition{}, fmt.Errorf("updating ConfigMap %s: %w", klog.KObj(desired), err)
 	}
 	c.consistency.WroteAt(cache.MetaObjectToName(book), book.UID, configMapsResource, updated.ResourceVersion)
 	klog.FromContext(ctx).V(2).Info("Updated ConfigMap")

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,10 +117,16 @@ func TestSyncRepairsEditedConfigMap(t *testing.T) {
 	cm.BinaryData = map[string][]byte{"blob": []byte{1, 2, 3}}
 	f := newFixture(t, Options{}, book, cm)
 	cachedBefore, _, _ := f.configMapIndexer().GetByKey("default/demo")
-	cachedBefore = cachedBefore.(*corev1.ConfigMap).DeepCopy()
+	cachedCopy := *cachedBefore.(*cachedConfigMap)
 
 	f.mustSync("demo")
 
+	// The cache keeps only part of the ConfigMap, and an update replaces
+	// all of it: one live read gets the rest. (Counted before the test's
+	// own reads.)
+	if n := len(filterActions(f.kubeClient.Actions(), "get", "configmaps", "")); n != 1 {
+		t.Errorf("live ConfigMap reads: got %d, want 1", n)
+	}
 	got := f.expectConfigMapMatches(book)
 	if got.Labels["team"] != "books" {
 		t.Errorf("foreign label dropped: labels %v", got.Labels)
@@ -142,8 +149,8 @@ func TestSyncRepairsEditedConfigMap(t *testing.T) {
 	// The object in the informer cache is shared; the controller must not
 	// have changed it in place.
 	cachedAfter, _, _ := f.configMapIndexer().GetByKey("default/demo")
-	if !apiequality.Semantic.DeepEqual(cachedBefore, cachedAfter) {
-		t.Errorf("cached ConfigMap mutated:\nbefore %+v\nafter  %+v", cachedBefore, cachedAfter)
+	if cachedCopy != *cachedAfter.(*cachedConfigMap) {
+		t.Errorf("cached ConfigMap mutated:\nbefore %+v\nafter  %+v", cachedCopy, cachedAfter)
 	}
 
 	// Once the watch delivers the repaired object, nothing more happens.
@@ -335,6 +342,34 @@ func TestSyncConflictIsRechecked(t *testing.T) {
 	}
 }
 
+// TestSyncRepairLeavesAConfigMapThatChangedHands: the cache shows our
+// ConfigMap with stale data, but by the time the repair reads it whole,
+// somebody else controls it. The repair must not write it, and the Book
+// is retried.
+func TestSyncRepairLeavesAConfigMapThatChangedHands(t *testing.T) {
+	book := withReadyStatus(newBook("demo", 1, "Mine", 1), t0)
+	cm := ownConfigMap(book)
+	cm.Data[TitleKey] = "edited"
+	f := newFixture(t, Options{}, book, cm)
+	taken := f.mustGetConfigMap("demo")
+	taken.OwnerReferences = []metav1.OwnerReference{bookControllerRef("other", "other-uid")}
+	if _, err := f.kubeClient.CoreV1().ConfigMaps(testNamespace).Update(t.Context(), taken, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.clearActions()
+
+	err := f.sync("demo")
+
+	if err == nil || !strings.Contains(err.Error(), "changed since it was cached") {
+		t.Errorf("sync: got %v, want an error saying the ConfigMap changed since it was cached", err)
+	}
+	f.expectNoWrites()
+	if got := f.mustGetConfigMap("demo"); got.Data[TitleKey] != "edited" || !metav1.IsControlledBy(got, &webappv1.Book{ObjectMeta: metav1.ObjectMeta{UID: "other-uid"}}) {
+		t.Errorf("the ConfigMap somebody else controls was changed: %+v", got)
+	}
+	f.expectEvents()
+}
+
 // TestSyncRepairsLabelStrippedConfigMap: somebody removed our labels, so the
 // ConfigMap left the filtered cache; Create answers AlreadyExists and the
 // live read shows it is ours.
@@ -343,8 +378,8 @@ func TestSyncRepairsLabelStrippedConfigMap(t *testing.T) {
 	cm := ownConfigMap(book)
 	cm.Labels = map[string]string{"team": "books"}
 	f := newFixture(t, Options{}, book, cm)
-	if _, err := f.c.configMapsLister.ConfigMaps(testNamespace).Get("demo"); !apierrors.IsNotFound(err) {
-		t.Fatalf("precondition: a ConfigMap without our label must not be in the lister, got err=%v", err)
+	if cached, err := f.c.configMaps.get(testNamespace, "demo"); cached != nil || err != nil {
+		t.Fatalf("precondition: a ConfigMap without our label must not be in the cache, got %+v, err=%v", cached, err)
 	}
 
 	f.mustSync("demo")

@@ -17,9 +17,11 @@ import (
 // controller reads from: Books from the generated factory, ConfigMaps from
 // client-go's. Both watch one namespace, or all when namespace is empty.
 // The ConfigMap factory lists only ConfigMaps carrying our managed-by label,
-// so the cache never holds anybody else's, and both drop managedFields,
-// which the controller never reads and which is often the largest part of
-// an object.
+// so the cache never holds anybody else's. The Book factory drops
+// managedFields, which the controller never reads and which is often the
+// largest part of an object; the ConfigMap informer's transform is the
+// controller's own (controller.ProjectConfigMap, which controller.New
+// installs), as it keeps only the fields the sync reads.
 //
 // A non-empty shardSelector (a metav1.ListOptions.ShardSelector, see
 // shards.go) is sent with every list and watch of both, so that the API
@@ -31,7 +33,6 @@ func NewInformerFactories(kubeClient kubernetes.Interface, bookClient versioned.
 			o.LabelSelector = controller.ManagedBySelector
 			o.ShardSelector = shardSelector
 		}),
-		kubeinformers.WithTransform(dropManagedFields),
 	)
 	bookOpts := []bookinformers.SharedInformerOption{
 		bookinformers.WithNamespace(namespace),

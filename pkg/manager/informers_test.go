@@ -26,7 +26,11 @@ import (
 // decoded as the clients decode it, put through the informers' transform and
 // added to an indexer with the namespace index, as the factories do. It
 // reports heap bytes per cached object, the figure that the cache's share of
-// the controller's memory grows by:
+// the controller's memory grows by. B/ConfigMap is what the controller's
+// projection keeps; B/whole-ConfigMap what a cache of whole ConfigMaps
+// without managedFields (twin-tuned's) holds; B/trimmed-ConfigMap what a
+// controller-runtime transform could keep at best, whose cache must hold
+// ConfigMaps: one with only the fields the sync reads (trimConfigMap):
 //
 //	go test ./pkg/manager -run '^$' -bench CachedObjectBytes -benchtime 3x
 func BenchmarkCachedObjectBytes(b *testing.B) {
@@ -34,24 +38,58 @@ func BenchmarkCachedObjectBytes(b *testing.B) {
 	books, configMaps := encodedObjects(b, n)
 	bookDecoder := bookscheme.Codecs.UniversalDeserializer()
 	cmDecoder := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	var bookBytes, cmBytes float64
+	decodeBook := func(data []byte) (any, error) {
+		obj, _, err := bookDecoder.Decode(data, nil, nil)
+		return obj, err
+	}
+	decodeCM := func(data []byte) (any, error) {
+		obj, _, err := cmDecoder.Decode(data, nil, nil)
+		return obj, err
+	}
+	var bookBytes, cmBytes, wholeCMBytes, trimmedCMBytes float64
 	for range b.N {
-		bookBytes += cachedBytes(b, books, func(data []byte) (any, error) {
-			obj, _, err := bookDecoder.Decode(data, nil, nil)
-			return obj, err
-		})
-		cmBytes += cachedBytes(b, configMaps, func(data []byte) (any, error) {
-			obj, _, err := cmDecoder.Decode(data, nil, nil)
-			return obj, err
-		})
+		bookBytes += cachedBytes(b, books, decodeBook, dropManagedFields)
+		cmBytes += cachedBytes(b, configMaps, decodeCM, controller.ProjectConfigMap)
+		wholeCMBytes += cachedBytes(b, configMaps, decodeCM, dropManagedFields)
+		trimmedCMBytes += cachedBytes(b, configMaps, decodeCM, trimConfigMap)
 	}
 	b.ReportMetric(bookBytes/float64(b.N), "B/Book")
 	b.ReportMetric(cmBytes/float64(b.N), "B/ConfigMap")
+	b.ReportMetric(wholeCMBytes/float64(b.N), "B/whole-ConfigMap")
+	b.ReportMetric(trimmedCMBytes/float64(b.N), "B/trimmed-ConfigMap")
 }
 
-// cachedBytes decodes every object into a fresh indexer and returns the heap
-// it holds per object once the garbage is collected.
-func cachedBytes(b *testing.B, encoded [][]byte, decode func([]byte) (any, error)) float64 {
+// trimConfigMap returns a ConfigMap with only what the controller's
+// projection keeps: name, namespace, resourceVersion, deletionTimestamp,
+// our two labels, the controller reference and the data. It is the
+// smallest cache a transform can give controller-runtime's cache, which
+// must hold ConfigMaps.
+func trimConfigMap(obj any) (any, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return obj, nil
+	}
+	trimmed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: cm.Name, Namespace: cm.Namespace, ResourceVersion: cm.ResourceVersion, DeletionTimestamp: cm.DeletionTimestamp,
+	}, Data: cm.Data, BinaryData: cm.BinaryData}
+	for _, k := range []string{controller.ManagedByLabel, controller.BookLabel} {
+		if v, ok := cm.Labels[k]; ok {
+			if trimmed.Labels == nil {
+				trimmed.Labels = map[string]string{}
+			}
+			trimmed.Labels[k] = v
+		}
+	}
+	if ref := metav1.GetControllerOfNoCopy(cm); ref != nil {
+		trimmed.OwnerReferences = []metav1.OwnerReference{*ref}
+	}
+	return trimmed, nil
+}
+
+// cachedBytes decodes every object, transforms it and adds it to a fresh
+// indexer, and returns the heap it holds per object once the garbage is
+// collected.
+func cachedBytes(b *testing.B, encoded [][]byte, decode func([]byte) (any, error), transform cache.TransformFunc) float64 {
 	b.Helper()
 	before := liveHeap()
 	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -60,7 +98,7 @@ func cachedBytes(b *testing.B, encoded [][]byte, decode func([]byte) (any, error
 		if err != nil {
 			b.Fatalf("decoding: %v", err)
 		}
-		if obj, err = dropManagedFields(obj); err != nil {
+		if obj, err = transform(obj); err != nil {
 			b.Fatal(err)
 		}
 		if err := store.Add(obj); err != nil {

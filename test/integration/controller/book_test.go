@@ -96,12 +96,18 @@ func TestConfigMapEditedOrDeletedIsRestored(t *testing.T) {
 		}
 		cm.Data = map[string]string{"title": "vandalised", "extra": "x"}
 		cm.Labels["team"] = "someone-else"
+		cm.Annotations = map[string]string{"note": "kept"}
 		if _, err := env.Kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		got := env.WaitForConfigMap(t, ns, "b", "restored after an edit", restored)
 		if got.Labels["team"] != "someone-else" {
 			t.Errorf("a label added by someone else was removed: %v", got.Labels)
+		}
+		// The controller's cache keeps only part of a ConfigMap; the repair
+		// must start from the whole object, or it would drop this.
+		if got.Annotations["note"] != "kept" {
+			t.Errorf("an annotation added by someone else was removed: %v", got.Annotations)
 		}
 	})
 

@@ -1,0 +1,130 @@
+package controller
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The ConfigMap informer holds one entry per Book, so its cache is the
+// largest thing this controller keeps: a decoded ConfigMap costs about 1.5 KB
+// there, most of it the two small maps of labels and data. The sync reads
+// only a handful of its fields, so the informer keeps just those, in a
+// cachedConfigMap, and a sync that must write a ConfigMap reads it whole from
+// the API server first (repairConfigMap). This is the one place where a
+// hand-built controller can do what controller-runtime's cache cannot: its
+// Get copies a cached object into one of the requested type, so whatever it
+// caches must be a whole ConfigMap.
+
+// cachedConfigMap is what the ConfigMap informer keeps of a ConfigMap: the
+// fields a sync compares with the desired ConfigMap or reports in a
+// condition. Its strings are the decoded object's, except where one equals
+// a string kept already or a constant: each decoded string is an allocation
+// of its own, and ours repeat the name and our constants.
+type cachedConfigMap struct {
+	namespace, name, resourceVersion string
+	// controller is the controller owner reference, if hasController.
+	controller ownerRef
+	// managedBy and book are the values of ManagedByLabel and BookLabel,
+	// "" when absent: the values we write are never empty, so an absent
+	// label and an empty one are both simply wrong.
+	managedBy, book string
+	// title and price are data's values under TitleKey and PriceKey, and
+	// onlyTitleAndPrice is true when data holds those two keys and nothing
+	// else, and there is no binaryData.
+	title, price      string
+	onlyTitleAndPrice bool
+	hasController     bool
+	// deleting is true once metadata.deletionTimestamp is set.
+	deleting bool
+}
+
+// ownerRef is an owner reference without its two flags.
+type ownerRef struct {
+	apiVersion, kind, name string
+	uid                    types.UID
+}
+
+// projectConfigMap returns what the cache keeps of cm.
+func projectConfigMap(cm *corev1.ConfigMap) *cachedConfigMap {
+	title, hasTitle := cm.Data[TitleKey]
+	price, hasPrice := cm.Data[PriceKey]
+	v := &cachedConfigMap{
+		namespace:         cm.Namespace,
+		name:              cm.Name,
+		resourceVersion:   cm.ResourceVersion,
+		managedBy:         intern(cm.Labels[ManagedByLabel], ManagedByValue),
+		book:              intern(cm.Labels[BookLabel], cm.Name),
+		title:             title,
+		price:             price,
+		onlyTitleAndPrice: hasTitle && hasPrice && len(cm.Data) == 2 && len(cm.BinaryData) == 0,
+		deleting:          cm.DeletionTimestamp != nil,
+	}
+	if ref := metav1.GetControllerOfNoCopy(cm); ref != nil {
+		v.controller = ownerRef{
+			apiVersion: intern(ref.APIVersion, bookAPIVersion),
+			kind:       intern(ref.Kind, bookGVK.Kind),
+			name:       intern(ref.Name, cm.Name),
+			uid:        ref.UID,
+		}
+		v.hasController = true
+	}
+	return v
+}
+
+var bookAPIVersion = bookGVK.GroupVersion().String()
+
+// intern returns same in place of s when they are equal, so that s, if
+// nothing else holds it, can be collected.
+func intern(s, same string) string {
+	if s == same {
+		return same
+	}
+	return s
+}
+
+// ProjectConfigMap is the ConfigMap informer's transform (New installs it):
+// it turns each ConfigMap into the cachedConfigMap the sync reads, before
+// the object enters the cache. Anything else passes unchanged; so does a
+// value already projected, as a transform may be handed its own output.
+func ProjectConfigMap(obj any) (any, error) {
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		return projectConfigMap(cm), nil
+	}
+	return obj, nil
+}
+
+// GetObjectMeta makes a cachedConfigMap a metav1.ObjectMetaAccessor, which
+// is what the informer's key function and namespace index need of what they
+// store.
+func (v *cachedConfigMap) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: v.namespace, Name: v.name, ResourceVersion: v.resourceVersion}
+}
+
+// controlledBy reports whether uid is the UID of the ConfigMap's controller.
+func (v *cachedConfigMap) controlledBy(uid types.UID) bool {
+	return v.hasController && v.controller.uid == uid
+}
+
+// cachedConfigMapGetter reads the ConfigMap informer's store, in place of
+// the lister, which would expect whole ConfigMaps there.
+type cachedConfigMapGetter struct {
+	indexer cache.Indexer
+}
+
+// get returns what the cache holds of the ConfigMap namespace/name, or nil
+// when it holds nothing of that name.
+func (g cachedConfigMapGetter) get(namespace, name string) (*cachedConfigMap, error) {
+	obj, exists, err := g.indexer.GetByKey(namespace + "/" + name)
+	if err != nil || !exists {
+		return nil, err
+	}
+	v, ok := obj.(*cachedConfigMap)
+	if !ok {
+		return nil, fmt.Errorf("ConfigMap cache holds a %T for %s/%s; the informer lacks controller.ProjectConfigMap", obj, namespace, name)
+	}
+	return v, nil
+}
