@@ -94,7 +94,7 @@ func isReady(b *webappv1.Book) bool {
 func (e *env) watchReady(ctx context.Context, ns string, n int) (*readyWatch, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &readyWatch{readyAt: map[string]time.Time{}, n: n, all: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
-	client := e.books.WebappV1().Books(ns)
+	client := e.watch.WebappV1().Books(ns)
 	list := func() (string, error) {
 		l, err := client.List(ctx, metav1.ListOptions{})
 		if err != nil {

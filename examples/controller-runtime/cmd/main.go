@@ -119,13 +119,14 @@ func main() {
 	if namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
 	}
-	tune.applyToCache(&cacheOpts)
+	restConfig := ctrl.GetConfigOrDie()
+	tune.applyToConfig(restConfig)
+	if err := tune.applyToCache(&cacheOpts, restConfig); err != nil {
+		fail(err, "unable to configure the cache")
+	}
 
 	var clientOpts client.Options
 	tune.applyToClient(&clientOpts)
-
-	restConfig := ctrl.GetConfigOrDie()
-	tune.applyToConfig(restConfig)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,

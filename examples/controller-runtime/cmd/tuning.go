@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net/http"
+	"net/url"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,6 +25,7 @@ type tuning struct {
 	statusMergePatch   bool
 	readYourWrites     bool
 	readyzCacheSync    bool
+	cacheOwnConnection bool
 	usePriorityQueue   bool
 	eventQPS           float64
 	eventBurst         int
@@ -43,6 +46,9 @@ func (t *tuning) bindFlags(fs *flag.FlagSet) {
 			"(client.CacheOptions.EnableReadYourWritesConsistency, experimental in controller-runtime v0.25).")
 	fs.BoolVar(&t.readyzCacheSync, "readyz-cache-sync", false,
 		"Make /readyz fail until the Book and ConfigMap caches have synced (the scaffold's readyz is a plain ping).")
+	fs.BoolVar(&t.cacheOwnConnection, "cache-own-connection", false,
+		"Give the cache's lists and watches a connection to the API server of their own (cache.Options.HTTPClient), "+
+			"so that watch events do not wait behind the writes on the client's connection.")
 	fs.BoolVar(&t.usePriorityQueue, "use-priority-queue", true,
 		"Use controller-runtime's priority queue (its default since v0.23); false uses the client-go rate-limiting queue.")
 	fs.Float64Var(&t.eventQPS, "event-qps", 0,
@@ -69,7 +75,21 @@ func (t *tuning) validate() error {
 }
 
 // applyToCache sets the cache options of the levers that shape the cache.
-func (t *tuning) applyToCache(o *cache.Options) {
+// cfg is the manager's config, for the cache's own connection.
+func (t *tuning) applyToCache(o *cache.Options, cfg *rest.Config) error {
+	if t.cacheOwnConnection {
+		// Without it the manager hands the cache its own HTTP client, so
+		// watches and writes share one HTTP/2 connection. client-go reuses
+		// a transport for equal configs unless a Proxy function makes them
+		// incomparable; this one connects directly, as the shared one does.
+		own := rest.CopyConfig(cfg)
+		own.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
+		hc, err := rest.HTTPClientFor(own)
+		if err != nil {
+			return fmt.Errorf("building the cache's HTTP client: %w", err)
+		}
+		o.HTTPClient = hc
+	}
 	if t.stripManagedFields {
 		o.DefaultTransform = cache.TransformStripManagedFields()
 	}
@@ -78,6 +98,7 @@ func (t *tuning) applyToCache(o *cache.Options) {
 			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{controller.ManagedByLabel: controller.ManagedByValue})},
 		}
 	}
+	return nil
 }
 
 // applyToClient turns on read-your-writes for the manager's client: a

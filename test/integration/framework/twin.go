@@ -5,8 +5,9 @@ package framework
 // book-controller also pulls: managedFields stripped from the cache, only
 // labelled ConfigMaps cached, reads that wait for the process's own writes
 // (as our consistency store does), status written without a resourceVersion
-// precondition, Events over eventQPS (burst eventBurst) dropped, and a
-// /readyz that waits for the caches. Workers and GOGC are set apart
+// precondition, Events over eventQPS (burst eventBurst) dropped, a
+// connection for the cache's watches apart from the writes', and a /readyz
+// that waits for the caches. Workers and GOGC are set apart
 // (--max-concurrent-reconciles, the GOGC environment variable).
 // docs/benchmark.md tabulates the levers.
 func TwinTunedArgs(eventQPS, eventBurst string) []string {
@@ -17,5 +18,6 @@ func TwinTunedArgs(eventQPS, eventBurst string) []string {
 		"--status-merge-patch",
 		"--event-qps", eventQPS, "--event-burst", eventBurst,
 		"--readyz-cache-sync",
+		"--cache-own-connection",
 	}
 }
