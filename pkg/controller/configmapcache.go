@@ -14,10 +14,11 @@ import (
 // there, most of it the two small maps of labels and data. The sync reads
 // only a handful of its fields, so the informer keeps just those, in a
 // cachedConfigMap, and a sync that must write a ConfigMap reads it whole from
-// the API server first (repairConfigMap). This is the one place where a
-// hand-built controller can do what controller-runtime's cache cannot: its
-// Get copies a cached object into one of the requested type, so whatever it
-// caches must be a whole ConfigMap.
+// the API server first (repairConfigMap): 485 bytes per ConfigMap instead of
+// 1,509 (BenchmarkCachedObjectBytes in pkg/manager). controller-runtime's
+// cache cannot do this: its Get copies a cached object into one of the
+// requested type, so what it caches must be a ConfigMap, and one trimmed
+// to the same fields still costs 1,405 bytes, its two maps.
 
 // cachedConfigMap is what the ConfigMap informer keeps of a ConfigMap: the
 // fields a sync compares with the desired ConfigMap or reports in a
@@ -99,7 +100,9 @@ func ProjectConfigMap(obj any) (any, error) {
 
 // GetObjectMeta makes a cachedConfigMap a metav1.ObjectMetaAccessor, which
 // is what the informer's key function and namespace index need of what they
-// store.
+// store. It allocates, on each call, an ObjectMeta with the three fields
+// they read: a few short-lived ones per watch event cost less than keeping
+// an ObjectMeta, 256 bytes, per cached ConfigMap.
 func (v *cachedConfigMap) GetObjectMeta() metav1.Object {
 	return &metav1.ObjectMeta{Namespace: v.namespace, Name: v.name, ResourceVersion: v.resourceVersion}
 }
