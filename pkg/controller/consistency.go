@@ -55,10 +55,12 @@ type storeVersion interface {
 // It is safe for concurrent use; the work queue already guarantees that a
 // key's WroteAt and EnsureReady never run at the same time.
 //
-// A record lives from a Book's write until its next sync, which in a
-// backlog is a whole pass over the queue later: at N new Books it holds up
-// to N records at once, so each is kept small (a map slot and one slice of
-// two strings; a map per Book cost about 500 bytes, docs/benchmark.md).
+// A record lives from a Book's write until the informers deliver the
+// write back (Echo) or, failing that, the Book's next sync. Before echoes
+// ended it, that sync came a whole pass over the queue later in a backlog
+// and N new Books held up to N records at once; each is still kept small (a
+// map slot and one slice of two strings; a map per Book cost about 500
+// bytes, docs/benchmark.md).
 type consistencyStore struct {
 	// resources names the resources judged, and stores holds each one's
 	// informer store, at the same index.
@@ -73,9 +75,34 @@ type consistencyStore struct {
 // that a later Book of the same name starts afresh.
 type ownerWrites struct {
 	uid types.UID
-	// written is the newest resourceVersion written of each resource, at
-	// its index in consistencyStore.resources; "" where none was.
-	written []string
+	// writes holds each resource's state at its index in
+	// consistencyStore.resources.
+	writes []writeState
+	// deferred is set when a sync found the caches behind these writes and
+	// left the Book to the event that brings them (awaitOwnWrite): that
+	// event must then requeue the Book, own write or not.
+	deferred bool
+}
+
+// writeState is what the store knows of our writes of one resource for one
+// Book.
+type writeState struct {
+	// written is the newest resourceVersion written; "" where none was, or
+	// where the informer has since delivered it (Echo).
+	written string
+	// inFlight is set from BeginWrite until WroteAt or WriteFailed. Events
+	// heard meanwhile may be the write's own echo, which can overtake the
+	// write's response: seen keeps the resourceVersion of the first and
+	// seenMore tells whether another came, for WroteAt to judge.
+	inFlight bool
+	seenMore bool
+	seen     string
+}
+
+// pending tells whether anything is left to wait for: a write not yet
+// delivered, or one still in flight.
+func (w ownerWrites) pending() bool {
+	return slices.ContainsFunc(w.writes, func(ws writeState) bool { return ws.written != "" || ws.inFlight })
 }
 
 // newConsistencyStore returns a store that judges each resource's writes by
@@ -91,28 +118,109 @@ func newConsistencyStore(stores map[schema.GroupResource]storeVersion) *consiste
 	return s
 }
 
-// WroteAt records that a write for the Book key (with UID uid) left an
-// object of resource at resourceVersion rv. An older rv than one already
-// recorded changes nothing; a record of another UID is replaced. A resource
-// without a store is not recorded: nothing could say when it was reached.
-func (s *consistencyStore) WroteAt(key cache.ObjectName, uid types.UID, resource schema.GroupResource, rv string) {
-	i := slices.Index(s.resources, resource)
-	if i < 0 || s.stores[i] == nil {
+// BeginWrite tells the store that a write of resource for the Book key
+// (with UID uid) is about to be sent: until WroteAt or WriteFailed, events
+// of that resource for the Book are held back from the queue (Echo), since
+// the first of them is likely the write's own echo, arriving before its
+// response.
+func (s *consistencyStore) BeginWrite(key cache.ObjectName, uid types.UID, resource schema.GroupResource) {
+	i := s.index(resource)
+	if i < 0 {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w, ok := s.owners[key]
-	if !ok || w.uid != uid {
-		w = ownerWrites{uid: uid, written: make([]string, len(s.resources))}
+	w := s.record(key, uid)
+	w.writes[i].inFlight, w.writes[i].seen, w.writes[i].seenMore = true, "", false
+	s.owners[key] = w
+}
+
+// WroteAt records that a write for the Book key (with UID uid) left an
+// object of resource at resourceVersion rv. An older rv than one already
+// recorded changes nothing; a record of another UID is replaced. A resource
+// without a store is not recorded: nothing could say when it was reached.
+//
+// It reports whether the Book must be queued again: an event held back
+// while the write was in flight (BeginWrite) turned out not to be its echo.
+// When the one event held back was the echo, the write is already in the
+// store and nothing is left to wait for.
+func (s *consistencyStore) WroteAt(key cache.ObjectName, uid types.UID, resource schema.GroupResource, rv string) (requeue bool) {
+	i := s.index(resource)
+	if i < 0 {
+		return false
 	}
-	if prev := w.written[i]; prev != "" {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.record(key, uid)
+	ws := &w.writes[i]
+	echoed := ws.inFlight && !ws.seenMore && ws.seen == rv
+	requeue = ws.inFlight && ws.seen != "" && !echoed
+	ws.inFlight, ws.seen, ws.seenMore = false, "", false
+	newer := true
+	if prev := ws.written; prev != "" {
 		if cmp, err := resourceversion.CompareResourceVersion(prev, rv); err == nil && cmp >= 0 {
-			return
+			newer = false
 		}
 	}
-	w.written[i] = rv
-	s.owners[key] = w
+	switch {
+	case echoed:
+		// rv is in the store; an older write recorded before it is too.
+		ws.written = ""
+	case newer:
+		ws.written = rv
+	}
+	s.store(key, w)
+	return requeue
+}
+
+// WriteFailed ends a write begun with BeginWrite that the API server did not
+// take. It reports whether an event was held back meanwhile, so that the
+// Book must be queued again.
+func (s *consistencyStore) WriteFailed(key cache.ObjectName, resource schema.GroupResource) (requeue bool) {
+	i := s.index(resource)
+	if i < 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.owners[key]
+	if !ok || !w.writes[i].inFlight {
+		return false
+	}
+	requeue = w.writes[i].seen != ""
+	w.writes[i] = writeState{written: w.writes[i].written}
+	s.store(key, w)
+	return requeue
+}
+
+// index is resource's index in s.resources, or -1 when the store does not
+// judge it (no informer store to say when a write was reached).
+func (s *consistencyStore) index(resource schema.GroupResource) int {
+	i := slices.Index(s.resources, resource)
+	if i < 0 || s.stores[i] == nil {
+		return -1
+	}
+	return i
+}
+
+// record returns key's record for uid, a fresh one if there is none or it
+// was made for another Book of the same name. The caller holds s.mu.
+func (s *consistencyStore) record(key cache.ObjectName, uid types.UID) ownerWrites {
+	w, ok := s.owners[key]
+	if !ok || w.uid != uid {
+		w = ownerWrites{uid: uid, writes: make([]writeState, len(s.resources))}
+	}
+	return w
+}
+
+// store keeps w as key's record while it has anything to wait for, and
+// forgets it otherwise. The caller holds s.mu.
+func (s *consistencyStore) store(key cache.ObjectName, w ownerWrites) {
+	if w.pending() {
+		s.owners[key] = w
+	} else {
+		delete(s.owners, key)
+	}
 }
 
 // Clear forgets the writes for key, if they were made for uid or uid is "".
@@ -137,7 +245,8 @@ func (s *consistencyStore) EnsureReady(key cache.ObjectName) error {
 	if !ok {
 		return nil
 	}
-	for i, written := range w.written {
+	for i, ws := range w.writes {
+		written := ws.written
 		if written == "" {
 			continue
 		}
@@ -146,11 +255,64 @@ func (s *consistencyStore) EnsureReady(key cache.ObjectName) error {
 			continue
 		}
 		if cmp, err := resourceversion.CompareResourceVersion(written, read); err == nil && cmp > 0 {
+			w.deferred = true
+			s.owners[key] = w
 			return &staleCacheError{Resource: s.resources[i], Written: written, Read: read}
 		}
 	}
 	delete(s.owners, key)
 	return nil
+}
+
+// Echo tells whether an informer event of resource at resourceVersion rv,
+// for the Book key, brings back exactly what our last write of it left, and
+// the Book therefore needs no sync for it. The sync that made the write
+// already judged that very object: a status write succeeds only on the
+// resourceVersion it read, so the Book's spec is what it was synced from,
+// and a ConfigMap we created or repaired is the desired one. Any later change
+// by anybody comes with a resourceVersion of its own, and is not an echo.
+//
+// Skipping echoes takes the second sync of every new Book away: in a
+// backlog that sync waited a whole pass over the queue, holding a queue
+// entry and this record per Book meanwhile. An echo also shows that the
+// store has the write (handlers hear of an object only after the store
+// holds it), so it is forgotten, and the record with its last write.
+//
+// The echo can overtake the write's response. An event that arrives while
+// a write of its resource is in flight is therefore held back (Echo reports
+// true) and judged by WroteAt or WriteFailed, which ask for a requeue when
+// it was anything but the echo.
+//
+// A sync deferred for these writes (EnsureReady failed) waits for exactly
+// this event, so then Echo reports false and the event requeues the Book.
+func (s *consistencyStore) Echo(key cache.ObjectName, resource schema.GroupResource, rv string) bool {
+	i := s.index(resource)
+	if i < 0 || rv == "" {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.owners[key]
+	if !ok {
+		return false
+	}
+	ws := &w.writes[i]
+	if ws.inFlight {
+		if ws.seen == "" {
+			ws.seen = rv
+		} else {
+			ws.seenMore = true
+		}
+		return true
+	}
+	if ws.written != rv {
+		return false
+	}
+	deferred := w.deferred
+	ws.written = ""
+	w.deferred = false
+	s.store(key, w)
+	return !deferred
 }
 
 // staleCacheError says which informer store has yet to show one of our

@@ -171,3 +171,94 @@ func TestConsistencyStoreConcurrentUse(t *testing.T) {
 		expectCachesReady(t, s, bookKey(fmt.Sprintf("book-%d", i)))
 	}
 }
+
+func TestEchoOfOwnWritesEndsTheRecord(t *testing.T) {
+	s, _, _ := newTestConsistencyStore()
+	key := bookKey("demo")
+	s.WroteAt(key, "uid-demo", configMapsResource, "101")
+	s.WroteAt(key, "uid-demo", booksResource, "102")
+
+	if s.Echo(key, booksResource, "101") {
+		t.Error("a Book event at the ConfigMap's resourceVersion counted as the echo of our status write")
+	}
+	if !s.Echo(key, booksResource, "102") {
+		t.Error("the Book event at our status write's resourceVersion is not taken for its echo")
+	}
+	if len(s.owners) != 1 {
+		t.Fatalf("record dropped while the ConfigMap's echo is still to come: %v", s.owners)
+	}
+	if !s.Echo(key, configMapsResource, "101") {
+		t.Error("the ConfigMap event at our create's resourceVersion is not taken for its echo")
+	}
+	if len(s.owners) != 0 {
+		t.Errorf("records left after both echoes: %v", s.owners)
+	}
+	// The same resourceVersion again (a relist replaying it) is no echo of
+	// anything recorded any more.
+	if s.Echo(key, configMapsResource, "101") {
+		t.Error("an event with no write recorded counted as an echo")
+	}
+}
+
+func TestEchoAfterADeferredSyncRequeues(t *testing.T) {
+	s, books, _ := newTestConsistencyStore()
+	key := bookKey("demo")
+	books.Bookmark("5")
+	s.WroteAt(key, "uid-demo", booksResource, "10")
+	expectCachesStale(t, s, key, booksResource, "10", "5") // the sync is deferred
+
+	if s.Echo(key, booksResource, "10") {
+		t.Error("the echo a deferred sync waits for was swallowed; the Book would never sync again")
+	}
+	if len(s.owners) != 0 {
+		t.Errorf("record left after its write was delivered: %v", s.owners)
+	}
+}
+
+func TestEventsDuringAWriteAreJudgedWhenItEnds(t *testing.T) {
+	key := bookKey("demo")
+	for _, tt := range []struct {
+		name        string
+		events      []string // resourceVersions of Book events heard while the write is in flight
+		failed      bool     // the API server refused the write
+		writtenAt   string
+		wantRequeue bool
+	}{
+		{name: "nothing heard", writtenAt: "30"},
+		{name: "the echo overtakes the response", events: []string{"30"}, writtenAt: "30"},
+		{name: "another change was heard", events: []string{"29"}, writtenAt: "30", wantRequeue: true},
+		{name: "the echo and a later change", events: []string{"30", "31"}, writtenAt: "30", wantRequeue: true},
+		{name: "write refused, nothing heard", failed: true},
+		{name: "write refused after a change was heard", events: []string{"29"}, failed: true, wantRequeue: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, books, _ := newTestConsistencyStore()
+			s.BeginWrite(key, "uid-demo", booksResource)
+			for _, rv := range tt.events {
+				if !s.Echo(key, booksResource, rv) {
+					t.Errorf("event at %s during the write was not held back", rv)
+				}
+			}
+			var requeue bool
+			if tt.failed {
+				requeue = s.WriteFailed(key, booksResource)
+			} else {
+				requeue = s.WroteAt(key, "uid-demo", booksResource, tt.writtenAt)
+			}
+			if requeue != tt.wantRequeue {
+				t.Errorf("requeue = %v, want %v", requeue, tt.wantRequeue)
+			}
+			// Nothing is held back once the write has ended.
+			if s.Echo(key, booksResource, "99") {
+				t.Error("an event after the write ended was held back")
+			}
+			// Only a write whose echo has not been heard is waited for.
+			books.Bookmark("1")
+			err := s.EnsureReady(key)
+			echoHeard := len(tt.events) == 1 && tt.events[0] == tt.writtenAt
+			if waits := err != nil; waits != (!tt.failed && !echoHeard) {
+				t.Errorf("EnsureReady = %v with the store behind", err)
+			}
+		})
+	}
+}

@@ -11,7 +11,8 @@ import (
 // This file turns informer events into queue keys. Every path ends in
 // enqueue(namespace/name of a Book); the sync decides what, if anything, to do.
 
-// bookEventHandler enqueues the Book itself for every real change.
+// bookEventHandler enqueues the Book itself for every real change that is
+// not the echo of our own status write (consistencyStore.Echo).
 func (c *Controller) bookEventHandler() cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueueObject,
@@ -19,6 +20,10 @@ func (c *Controller) bookEventHandler() cache.ResourceEventHandlerFuncs {
 			if sameResourceVersion(oldObj, newObj) {
 				// A periodic resync replays the cache; nothing changed, so a
 				// converged Book needs no work.
+				return
+			}
+			if book, ok := newObj.(metav1.Object); ok &&
+				c.consistency.Echo(cache.MetaObjectToName(book), booksResource, book.GetResourceVersion()) {
 				return
 			}
 			c.enqueueObject(newObj)
@@ -29,7 +34,8 @@ func (c *Controller) bookEventHandler() cache.ResourceEventHandlerFuncs {
 
 // configMapEventHandler enqueues, for every change to a ConfigMap in the
 // cache, the Book of the same namespace and name, so an edit or deletion by
-// someone else is repaired. A Book's sync reads only the ConfigMap of its own
+// someone else is repaired. The echo of our own create or repair is not a
+// change to act on (consistencyStore.Echo). A Book's sync reads only the ConfigMap of its own
 // name, so that is the only Book an event can concern; whom the ConfigMap's
 // owner reference names, with which UID, is for the sync to judge. (Once
 // the handler skipped references with another UID; then the deletion of a
@@ -37,15 +43,25 @@ func (c *Controller) bookEventHandler() cache.ResourceEventHandlerFuncs {
 // recreated Book waited for the conflict recheck.)
 func (c *Controller) configMapEventHandler() cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueueBookOfConfigMap,
+		AddFunc: c.enqueueBookOfChangedConfigMap,
 		UpdateFunc: func(oldObj, newObj any) {
 			if sameResourceVersion(oldObj, newObj) {
 				return
 			}
-			c.enqueueBookOfConfigMap(newObj)
+			c.enqueueBookOfChangedConfigMap(newObj)
 		},
 		DeleteFunc: c.enqueueBookOfConfigMap,
 	}
+}
+
+// enqueueBookOfChangedConfigMap is enqueueBookOfConfigMap for an added or
+// updated ConfigMap, unless it is as our last write left it.
+func (c *Controller) enqueueBookOfChangedConfigMap(obj any) {
+	if cm, ok := obj.(*cachedConfigMap); ok &&
+		c.consistency.Echo(cache.ObjectName{Namespace: cm.namespace, Name: cm.name}, configMapsResource, cm.resourceVersion) {
+		return
+	}
+	c.enqueueBookOfConfigMap(obj)
 }
 
 // enqueueObject adds the key of a Book, or of the Book inside a deletion

@@ -7,6 +7,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
 // queuedKeys drains the keys ready in the controller's queue, in order.
@@ -221,4 +223,35 @@ func TestConfigMapWithForgedControllerRef(t *testing.T) {
 		t.Errorf("Ready message %q does not name the UID and the garbage collector", cond.Message)
 	}
 	f.expectEvents()
+}
+
+func TestHandlersSkipTheEchoOfOurOwnWrites(t *testing.T) {
+	f := newFixture(t, Options{})
+	key := bookKey("demo")
+	book := withRV(newBook("demo", 1, "T", 1), "10")
+	f.c.consistency.WroteAt(key, book.UID, configMapsResource, "11")
+	f.c.consistency.WroteAt(key, book.UID, booksResource, "12")
+
+	// Our create and our status write come back: nothing to do.
+	f.c.projectingConfigMapHandler().OnAdd(withRV(ownConfigMap(book), "11"), false)
+	f.c.bookEventHandler().OnUpdate(book, withRV(book.DeepCopy(), "12"))
+	expectQueued(t, f.c)
+
+	// Whatever anybody changes after that is heard.
+	f.c.bookEventHandler().OnUpdate(withRV(book.DeepCopy(), "12"), withRV(book.DeepCopy(), "13"))
+	expectQueued(t, f.c, key)
+	f.c.projectingConfigMapHandler().OnUpdate(withRV(ownConfigMap(book), "11"), withRV(ownConfigMap(book), "14"))
+	expectQueued(t, f.c, key)
+}
+
+func TestOwnWriteThatPanicsLeavesNothingInFlight(t *testing.T) {
+	f := newFixture(t, Options{})
+	book := withRV(newBook("demo", 1, "T", 1), "10")
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = ownWrite(f.c, book, booksResource, func() (*webappv1.Book, error) { panic("client bug") })
+	}()
+	// An event now is heard, not held back for a write that never ends.
+	f.c.bookEventHandler().OnUpdate(book, withRV(book.DeepCopy(), "11"))
+	expectQueued(t, f.c, bookKey("demo"))
 }

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -97,9 +98,10 @@ func (c *Controller) syncConfigMap(ctx context.Context, book *webappv1.Book) (me
 // answer tells, and a live read shows whose it is.
 func (c *Controller) createConfigMap(ctx context.Context, book *webappv1.Book, desired *corev1.ConfigMap) (metav1.Condition, error) {
 	client := c.kubeClient.CoreV1().ConfigMaps(book.Namespace)
-	created, err := client.Create(ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
+	created, err := ownWrite(c, book, configMapsResource, func() (*corev1.ConfigMap, error) {
+		return client.Create(ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
+	})
 	if err == nil {
-		c.consistency.WroteAt(cache.MetaObjectToName(book), book.UID, configMapsResource, created.ResourceVersion)
 		klog.FromContext(ctx).V(2).Info("Created ConfigMap")
 		c.recorder.Eventf(book, created, corev1.EventTypeNormal, EventConfigMapCreated, "Create",
 			"Created ConfigMap %s", created.Name)
@@ -166,11 +168,12 @@ func (c *Controller) repairConfigMap(ctx context.Context, book *webappv1.Book, l
 			return readyCondition(book), nil
 		}
 	}
-	updated, err := client.Update(ctx, repairedConfigMap(live, desired), metav1.UpdateOptions{FieldManager: FieldManager})
+	updated, err := ownWrite(c, book, configMapsResource, func() (*corev1.ConfigMap, error) {
+		return client.Update(ctx, repairedConfigMap(live, desired), metav1.UpdateOptions{FieldManager: FieldManager})
+	})
 	if err != nil {
 		return metav1.Condition{}, fmt.Errorf("updating ConfigMap %s: %w", klog.KObj(desired), err)
 	}
-	c.consistency.WroteAt(cache.MetaObjectToName(book), book.UID, configMapsResource, updated.ResourceVersion)
 	klog.FromContext(ctx).V(2).Info("Updated ConfigMap")
 	c.recorder.Eventf(book, updated, corev1.EventTypeNormal, EventConfigMapUpdated, "Update",
 		"Updated ConfigMap %s to match the spec", updated.Name)
@@ -186,12 +189,13 @@ func (c *Controller) syncStatus(ctx context.Context, book *webappv1.Book, ready 
 	}
 	updated := book.DeepCopy()
 	updated.Status = status
-	written, err := c.bookClient.WebappV1().Books(book.Namespace).UpdateStatus(ctx, updated,
-		metav1.UpdateOptions{FieldManager: FieldManager})
+	_, err := ownWrite(c, book, booksResource, func() (*webappv1.Book, error) {
+		return c.bookClient.WebappV1().Books(book.Namespace).UpdateStatus(ctx, updated,
+			metav1.UpdateOptions{FieldManager: FieldManager})
+	})
 	if err != nil {
 		return fmt.Errorf("updating status of Book %s: %w", klog.KObj(book), err)
 	}
-	c.consistency.WroteAt(cache.MetaObjectToName(book), book.UID, booksResource, written.ResourceVersion)
 	klog.FromContext(ctx).V(2).Info("Updated status", "ready", ready.Status, "reason", ready.Reason)
 
 	// Warn once per episode, when the Book enters the conflict, not on every
@@ -203,4 +207,31 @@ func (c *Controller) syncStatus(ctx context.Context, book *webappv1.Book, ready 
 		}
 	}
 	return nil
+}
+
+// ownWrite sends one of our writes for book, of resource, and keeps the
+// consistency store informed (BeginWrite, then WroteAt or WriteFailed), so
+// that the informer's echo of the write is known for what it is and the
+// caches are awaited before the Book's next sync. When the store held back
+// an event that was not the echo, the Book is queued again.
+func ownWrite[T metav1.Object](c *Controller, book *webappv1.Book, resource schema.GroupResource, send func() (T, error)) (T, error) {
+	key := cache.MetaObjectToName(book)
+	c.consistency.BeginWrite(key, book.UID, resource)
+	sent := false
+	defer func() {
+		// Also after a panic in send: a write left in flight would hold
+		// back the Book's events for good.
+		if !sent && c.consistency.WriteFailed(key, resource) {
+			c.queue.Add(key)
+		}
+	}()
+	obj, err := send()
+	if err != nil {
+		return obj, err
+	}
+	sent = true
+	if c.consistency.WroteAt(key, book.UID, resource, obj.GetResourceVersion()) {
+		c.queue.Add(key)
+	}
+	return obj, nil
 }
