@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
 // The ConfigMap informer holds one entry per Book, so its cache is the
@@ -96,6 +98,33 @@ func ProjectConfigMap(obj any) (any, error) {
 		return projectConfigMap(cm), nil
 	}
 	return obj, nil
+}
+
+// projectCachedConfigMap is the ConfigMap informer's transform (New installs
+// it): ProjectConfigMap, whose strings are moreover the cached Book's where
+// they are equal, as most are (namespace, name, owner UID, title). Our
+// ConfigMaps arrive after their Book, so the Book is usually cached.
+func (c *Controller) projectCachedConfigMap(obj any) (any, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return obj, nil
+	}
+	v := projectConfigMap(cm)
+	if book, err := c.booksLister.Books(v.namespace).Get(v.name); err == nil {
+		v.shareStrings(book)
+	}
+	return v, nil
+}
+
+// shareStrings replaces v's strings with the Book's equal ones, so that
+// the decoded ConfigMap's copies can be collected.
+func (v *cachedConfigMap) shareStrings(book *webappv1.Book) {
+	v.namespace = intern(v.namespace, book.Namespace)
+	v.name = intern(v.name, book.Name)
+	v.book = intern(v.book, book.Name)
+	v.controller.name = intern(v.controller.name, book.Name)
+	v.controller.uid = types.UID(intern(string(v.controller.uid), string(book.UID)))
+	v.title = intern(v.title, book.Spec.Title)
 }
 
 // GetObjectMeta makes a cachedConfigMap a metav1.ObjectMetaAccessor, which

@@ -152,10 +152,14 @@ func New(
 	c.syncHandler = c.syncBook
 	metrics.InitController(Name)
 
-	// The ConfigMap cache keeps only what the sync reads (configmapcache.go).
-	// The informer must not have started: a transform set later would
-	// leave whole ConfigMaps in the cache beside projected ones.
-	if err := configMapInformer.Informer().SetTransform(ProjectConfigMap); err != nil {
+	// The caches keep Books compacted (bookcache.go) and of ConfigMaps only
+	// what the sync reads (configmapcache.go). The informers must not have
+	// started: a transform set later would leave objects of both kinds in
+	// the cache.
+	if err := bookInformer.Informer().SetTransform(BookTransform()); err != nil {
+		return nil, fmt.Errorf("setting the Book informer's transform: %w", err)
+	}
+	if err := configMapInformer.Informer().SetTransform(c.projectCachedConfigMap); err != nil {
 		return nil, fmt.Errorf("setting the ConfigMap informer's transform: %w", err)
 	}
 
