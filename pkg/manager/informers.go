@@ -3,53 +3,55 @@ package manager
 import (
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions"
+	bookinformersv1 "ydzs.io/book-controller/pkg/generated/informers/externalversions/webapp/v1"
 )
 
 // NewInformerFactories returns the two shared informer factories the
 // controller reads from: Books from the generated factory, ConfigMaps from
 // client-go's. Both watch one namespace, or all when namespace is empty.
 // The ConfigMap factory lists only ConfigMaps carrying our managed-by label,
-// so the cache never holds anybody else's. The Book factory drops
-// managedFields, which the controller never reads and which is often the
-// largest part of an object; the ConfigMap informer's transform is the
-// controller's own (controller.ProjectConfigMap, which controller.New
-// installs), as it keeps only the fields the sync reads.
+// so the cache never holds anybody else's. What each cache keeps of an
+// object is the controller's business: controller.New installs its
+// transforms (Books compacted, ConfigMaps projected to the fields the sync
+// reads).
+//
+// Neither informer keeps the namespace index the factories add by default:
+// the controller reads by key, and a lister's List, which would use the
+// index, scans the whole cache without it; each entry of the index costs
+// memory and work on every watch event.
 //
 // A non-empty shardSelector (a metav1.ListOptions.ShardSelector, see
 // shards.go) is sent with every list and watch of both, so that the API
 // server sends only one shard's objects: the caches hold that shard alone.
 func NewInformerFactories(kubeClient kubernetes.Interface, bookClient versioned.Interface, namespace string, resync time.Duration, shardSelector string) (kubeinformers.SharedInformerFactory, bookinformers.SharedInformerFactory) {
+	cmTweak := func(o *metav1.ListOptions) {
+		o.LabelSelector = controller.ManagedBySelector
+		o.ShardSelector = shardSelector
+	}
 	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, resync,
-		kubeinformers.WithNamespace(namespace),
-		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = controller.ManagedBySelector
-			o.ShardSelector = shardSelector
-		}),
-	)
-	bookOpts := []bookinformers.SharedInformerOption{
-		bookinformers.WithNamespace(namespace),
-		bookinformers.WithTransform(dropManagedFields),
-	}
-	if shardSelector != "" {
-		bookOpts = append(bookOpts, bookinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.ShardSelector = shardSelector }))
-	}
-	bookFactory := bookinformers.NewSharedInformerFactoryWithOptions(bookClient, resync, bookOpts...)
-	return kubeFactory, bookFactory
-}
+		kubeinformers.WithNamespace(namespace), kubeinformers.WithTweakListOptions(cmTweak))
+	// The factory hands out the informer made first for a type, here one
+	// without indexers, to Core().V1().ConfigMaps() too.
+	kubeFactory.InformerFor(&corev1.ConfigMap{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredConfigMapInformer(client, namespace, resync, cache.Indexers{}, cmTweak)
+	})
 
-// dropManagedFields is an informer transform: it runs once per object before
-// it enters the cache. Objects without metadata (tombstones) pass unchanged.
-func dropManagedFields(obj any) (any, error) {
-	if accessor, err := meta.Accessor(obj); err == nil {
-		accessor.SetManagedFields(nil)
-	}
-	return obj, nil
+	bookTweak := func(o *metav1.ListOptions) { o.ShardSelector = shardSelector }
+	bookFactory := bookinformers.NewSharedInformerFactoryWithOptions(bookClient, resync,
+		bookinformers.WithNamespace(namespace), bookinformers.WithTweakListOptions(bookTweak))
+	bookFactory.InformerFor(&webappv1.Book{}, func(client versioned.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return bookinformersv1.NewFilteredBookInformer(client, namespace, resync, cache.Indexers{}, bookTweak)
+	})
+	return kubeFactory, bookFactory
 }
