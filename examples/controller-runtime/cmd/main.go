@@ -158,6 +158,8 @@ func main() {
 		Recorder:         controller.NewDroppingRecorder(mgr.GetEventRecorder(controller.ReportingController), float32(tune.eventQPS), tune.eventBurst),
 		ConflictRecheck:  conflictRecheck,
 		StatusMergePatch: tune.statusMergePatch,
+
+		GenerationChangedOnly: tune.generationChanged,
 	}
 	if tune.configMapsByLabel {
 		reconciler.LiveReader = mgr.GetAPIReader()

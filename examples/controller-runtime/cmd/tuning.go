@@ -26,6 +26,7 @@ type tuning struct {
 	readYourWrites     bool
 	readyzCacheSync    bool
 	cacheOwnConnection bool
+	generationChanged  bool
 	usePriorityQueue   bool
 	eventQPS           float64
 	eventBurst         int
@@ -49,6 +50,9 @@ func (t *tuning) bindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&t.cacheOwnConnection, "cache-own-connection", false,
 		"Give the cache's lists and watches a connection to the API server of their own (cache.Options.HTTPClient), "+
 			"so that watch events do not wait behind the writes on the client's connection.")
+	fs.BoolVar(&t.generationChanged, "generation-changed-predicate", false,
+		"Reconcile a Book on update only when its metadata.generation changed (predicate.GenerationChangedPredicate), "+
+			"so that the echo of the status the controller writes queues nothing.")
 	fs.BoolVar(&t.usePriorityQueue, "use-priority-queue", true,
 		"Use controller-runtime's priority queue (its default since v0.23); false uses the client-go rate-limiting queue.")
 	fs.Float64Var(&t.eventQPS, "event-qps", 0,

@@ -19,9 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
@@ -90,6 +92,14 @@ type BookReconciler struct {
 	// last write is not refused with 409 Conflict; the kubebuilder scaffold's
 	// Status().Update is (and is then retried with backoff).
 	StatusMergePatch bool
+
+	// GenerationChangedOnly filters Book updates through
+	// predicate.GenerationChangedPredicate: an update that leaves
+	// metadata.generation as it was (a status write, our own included, or a
+	// label change) reconciles nothing. It is controller-runtime's way to
+	// skip the echo of the status it writes; book-controller skips exactly
+	// its own writes' echoes instead (pkg/controller consistencyStore.Echo).
+	GenerationChangedOnly bool
 }
 
 // +kubebuilder:rbac:groups=webapp.ydzs.io,resources=books,verbs=get;list;watch
@@ -286,8 +296,12 @@ func earlierBookCondition(book *webappv1.Book, cm *corev1.ConfigMap) metav1.Cond
 // SetupWithManager sets up the controller with the Manager: Books are
 // reconciled, and events on the ConfigMaps they control enqueue their Book.
 func (r *BookReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	var opts []builder.ForOption
+	if r.GenerationChangedOnly {
+		opts = append(opts, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&webappv1.Book{}).
+		For(&webappv1.Book{}, opts...).
 		Owns(&corev1.ConfigMap{}).
 		Named("book").
 		Complete(r)
