@@ -89,10 +89,11 @@ func intern(s, same string) string {
 	return s
 }
 
-// ProjectConfigMap is the ConfigMap informer's transform (New installs it):
-// it turns each ConfigMap into the cachedConfigMap the sync reads, before
-// the object enters the cache. Anything else passes unchanged; so does a
-// value already projected, as a transform may be handed its own output.
+// ProjectConfigMap turns each ConfigMap into the cachedConfigMap the sync
+// reads. Anything else passes unchanged; so does a value already projected,
+// as a transform may be handed its own output. The informer's transform,
+// which New installs, is projectCachedConfigMap: this, with strings shared
+// with the cached Book.
 func ProjectConfigMap(obj any) (any, error) {
 	if cm, ok := obj.(*corev1.ConfigMap); ok {
 		return projectConfigMap(cm), nil
@@ -156,7 +157,7 @@ func (g cachedConfigMapGetter) get(namespace, name string) (*cachedConfigMap, er
 	}
 	v, ok := obj.(*cachedConfigMap)
 	if !ok {
-		return nil, fmt.Errorf("ConfigMap cache holds a %T for %s/%s; the informer lacks controller.ProjectConfigMap", obj, namespace, name)
+		return nil, fmt.Errorf("ConfigMap cache holds a %T for %s/%s; the informer lacks the controller's transform (controller.New installs it)", obj, namespace, name)
 	}
 	return v, nil
 }

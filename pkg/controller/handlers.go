@@ -35,12 +35,12 @@ func (c *Controller) bookEventHandler() cache.ResourceEventHandlerFuncs {
 // configMapEventHandler enqueues, for every change to a ConfigMap in the
 // cache, the Book of the same namespace and name, so an edit or deletion by
 // someone else is repaired. The echo of our own create or repair is not a
-// change to act on (consistencyStore.Echo). A Book's sync reads only the ConfigMap of its own
-// name, so that is the only Book an event can concern; whom the ConfigMap's
-// owner reference names, with which UID, is for the sync to judge. (Once
-// the handler skipped references with another UID; then the deletion of a
-// ConfigMap left by an earlier Book of the same name went unheard, and a
-// recreated Book waited for the conflict recheck.)
+// change to act on (consistencyStore.Echo). A Book's sync reads only the
+// ConfigMap of its own name, so that is the only Book an event can concern;
+// whom the ConfigMap's owner reference names, with which UID, is for the
+// sync to judge. (Once the handler skipped references with another UID;
+// then the deletion of a ConfigMap left by an earlier Book of the same name
+// went unheard, and a recreated Book waited for the conflict recheck.)
 func (c *Controller) configMapEventHandler() cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueueBookOfChangedConfigMap,
