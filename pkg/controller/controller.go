@@ -216,6 +216,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	workerCtx, cancelWorkers := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelWorkers(nil)
 	var wg sync.WaitGroup
+	c.openConnections(ctx)
 	logger.Info("Starting workers", "count", workers)
 	for range workers {
 		wg.Go(func() { c.runWorker(workerCtx) })
