@@ -209,6 +209,8 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	if !synced {
 		return errors.New("informer caches did not sync")
 	}
+	// Ended, like the wait for the caches, by Abort.
+	c.openConnections(syncCtx)
 
 	// Workers get a context of their own so that a shutdown lets in-flight
 	// writes finish instead of failing them all at once; only Abort and the
@@ -216,7 +218,6 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	workerCtx, cancelWorkers := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelWorkers(nil)
 	var wg sync.WaitGroup
-	c.openConnections(ctx)
 	logger.Info("Starting workers", "count", workers)
 	for range workers {
 		wg.Go(func() { c.runWorker(workerCtx) })
