@@ -15,7 +15,7 @@ import (
 // backlog drains, beside the informer caches: the work queue's bookkeeping
 // per queued key (with pkg/metrics' workqueue provider, which this package
 // imports, as the binary runs) and the
-// consistency store's record per Book written but not yet synced again. At
+// own-write tracker's record per Book (ownwrites.go) written but not yet synced again. At
 // N queued Books both live at once, and GOGC=50 adds up to half again:
 //
 //	go test ./pkg/controller -run '^$' -bench BacklogBytes -benchtime 3x
@@ -36,21 +36,21 @@ func BenchmarkBacklogBytes(b *testing.B) {
 			q.Add(k)
 		}
 		queued := liveHeap()
-		s, _, _ := newTestConsistencyStore()
+		s, _, _ := newTestOwnWrites()
 		for i, k := range keys {
-			s.WroteAt(k, uids[i], booksResource, strconv.Itoa(1000000+2*i))
-			s.WroteAt(k, uids[i], configMapsResource, strconv.Itoa(1000001+2*i))
+			s.wrote(k, uids[i], booksResource, strconv.Itoa(1000000+2*i))
+			s.wrote(k, uids[i], configMapsResource, strconv.Itoa(1000001+2*i))
 		}
 		recorded := liveHeap()
-		if q.Len() != n || len(s.owners) != n {
-			b.Fatalf("queue holds %d keys and the store %d records, want %d each", q.Len(), len(s.owners), n)
+		if q.Len() != n || len(s.books) != n {
+			b.Fatalf("queue holds %d keys and the store %d records, want %d each", q.Len(), len(s.books), n)
 		}
 		q.ShutDown()
 		queueBytes += float64(queued-before) / n
 		storeBytes += float64(recorded-queued) / n
 	}
 	b.ReportMetric(queueBytes/float64(b.N), "B/queued-key")
-	b.ReportMetric(storeBytes/float64(b.N), "B/consistency-record")
+	b.ReportMetric(storeBytes/float64(b.N), "B/own-write-record")
 }
 
 func liveHeap() uint64 {

@@ -4,33 +4,30 @@ import (
 	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
-// The Book cache holds every Book, typed, as the generated lister returns
-// it. Each string a decoder reads is an allocation of its own, and many of
-// a Book's repeat what the cache already holds: the namespace of the Book
-// before it, our condition's type, status and reason, the ConfigMap's name
-// (the Book's). bookCompactor makes those one string each, and drops
-// managedFields, which the controller never reads and which is often the
-// largest part of an object.
-
-// BookTransform returns the Book informer's transform, which New installs:
-// each Book compacted as bookCompactor says, before it enters the cache.
-func BookTransform() cache.TransformFunc {
-	return (&bookCompactor{}).transform
-}
-
-// bookCompactor is the Book informer's transform. It runs
-// once per object before the object enters the cache, on the one goroutine
-// that feeds the cache, and may change the object: nobody else holds it yet.
+// bookCompactor is an optimization layer: the classic loop caches Books as
+// decoded. It is the Book informer's transform (New installs it) and runs
+// once per object before the object enters the cache, which still holds
+// typed Books for the generated lister. Each string a decoder reads is an
+// allocation of its own, and many of a Book's repeat what the cache already
+// holds: the namespace of the Book before it, our condition's type, status
+// and reason, the ConfigMap's name (the Book's). The compactor makes those
+// one string each, and drops managedFields, which the controller never reads
+// and which is often the largest part of an object: 730 bytes per cached
+// Book, against 845 with managedFields dropped alone and the namespace index
+// (`go test ./pkg/controller -run '^$' -bench CachedObjectBytes -benchtime 3x`).
 type bookCompactor struct {
 	// namespace is the namespace of the last Book seen: Books arrive
 	// grouped by namespace, and a controller often watches only one.
+	// client-go calls a transform under its queue's lock, one object at a
+	// time; the atomic keeps the compactor correct without relying on that.
 	namespace atomic.Pointer[string]
 }
+
+func newBookCompactor() *bookCompactor { return &bookCompactor{} }
 
 // transform compacts a Book; anything else (a tombstone) passes unchanged.
 func (b *bookCompactor) transform(obj any) (any, error) {

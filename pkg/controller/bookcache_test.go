@@ -34,7 +34,7 @@ func decodedBook(name string) *webappv1.Book {
 }
 
 func TestBookTransformSharesRepeatedStrings(t *testing.T) {
-	transform := BookTransform()
+	transform := newBookCompactor().transform
 	var books []*webappv1.Book
 	for _, name := range []string{"a", "b"} {
 		want := decodedBook(name)
@@ -79,13 +79,13 @@ func TestConfigMapProjectionSharesTheCachedBooksStrings(t *testing.T) {
 	cm.Data[TitleKey] = strings.Clone(cm.Data[TitleKey])
 	ref := &cm.OwnerReferences[0]
 	ref.Name, ref.UID = strings.Clone(ref.Name), types.UID(strings.Clone(string(ref.UID)))
-	obj, err := f.c.projectCachedConfigMap(cm)
+	obj, err := f.c.configMaps.transform(cm)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := obj.(*cachedConfigMap)
 	if *v != *projectConfigMap(ownConfigMap(book)) {
-		t.Errorf("projection differs from ProjectConfigMap's: %+v", v)
+		t.Errorf("projection differs from projectConfigMap's: %+v", v)
 	}
 	for _, s := range [][2]string{{v.namespace, book.Namespace}, {v.name, book.Name}, {v.book, book.Name},
 		{v.controller.name, book.Name}, {string(v.controller.uid), string(book.UID)}, {v.title, book.Spec.Title}} {

@@ -9,18 +9,65 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	booklisters "ydzs.io/book-controller/pkg/generated/listers/webapp/v1"
 )
 
-// The ConfigMap informer holds one entry per Book, so its cache is the
-// largest thing this controller keeps: a decoded ConfigMap costs about 1.5 KB
-// there, most of it the two small maps of labels and data. The sync reads
-// only a handful of its fields, so the informer keeps just those, in a
-// cachedConfigMap, and a sync that must write a ConfigMap reads it whole from
-// the API server first (repairConfigMap): 485 bytes per ConfigMap instead of
-// 1,509 (BenchmarkCachedObjectBytes in pkg/manager). controller-runtime's
-// cache cannot do this: its Get copies a cached object into one of the
-// requested type, so what it caches must be a ConfigMap, and one trimmed
-// to the same fields still costs 1,405 bytes, its two maps.
+// configMapCache is an optimization layer: the classic loop would read
+// whole ConfigMaps through a lister. The ConfigMap informer holds one entry
+// per Book, the largest thing this controller keeps, and the sync reads a
+// handful of fields of each; so the informer keeps just those, in a
+// cachedConfigMap, and a sync that must write a ConfigMap reads it whole
+// from the API server first (sync.go, repairConfigMap): 441 bytes per
+// cached ConfigMap instead of 1,509 for a whole one without managedFields
+// (`go test ./pkg/controller -run '^$' -bench CachedObjectBytes -benchtime 3x`).
+// controller-runtime's cache cannot do this: its Get copies a cached object
+// into one of the type asked for, so what it caches must be a ConfigMap, and
+// one trimmed to the same fields still costs 1,405 bytes, its two maps.
+type configMapCache struct {
+	// indexer is the ConfigMap informer's store; the informer writes it,
+	// workers read it.
+	indexer cache.Indexer
+	// books is the Book cache, whose strings the projections share.
+	books booklisters.BookLister
+}
+
+// newConfigMapCache reads the ConfigMap informer's store, whose transform
+// must be the returned cache's transform.
+func newConfigMapCache(indexer cache.Indexer, books booklisters.BookLister) *configMapCache {
+	return &configMapCache{indexer: indexer, books: books}
+}
+
+// transform is the ConfigMap informer's transform (New installs it): each
+// ConfigMap becomes its projection, whose strings are moreover the cached
+// Book's where they are equal, as most are (namespace, name, owner UID,
+// title); our ConfigMaps arrive after their Book, so the Book is usually
+// cached. Anything else passes unchanged; so does a value already projected,
+// as a transform may be handed its own output.
+func (c *configMapCache) transform(obj any) (any, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return obj, nil
+	}
+	v := projectConfigMap(cm)
+	if book, err := c.books.Books(v.namespace).Get(v.name); err == nil {
+		v.shareStrings(book)
+	}
+	return v, nil
+}
+
+// get returns what the cache holds of the ConfigMap namespace/name, or nil
+// when it holds nothing of that name.
+func (c *configMapCache) get(namespace, name string) (*cachedConfigMap, error) {
+	obj, exists, err := c.indexer.GetByKey(namespace + "/" + name)
+	if err != nil || !exists {
+		return nil, err
+	}
+	v, ok := obj.(*cachedConfigMap)
+	if !ok {
+		return nil, fmt.Errorf("ConfigMap cache holds a %T for %s/%s; the informer lacks the controller's transform (controller.New installs it)", obj, namespace, name)
+	}
+	return v, nil
+}
 
 // cachedConfigMap is what the ConfigMap informer keeps of a ConfigMap: the
 // fields a sync compares with the desired ConfigMap or reports in a
@@ -89,34 +136,6 @@ func intern(s, same string) string {
 	return s
 }
 
-// ProjectConfigMap turns each ConfigMap into the cachedConfigMap the sync
-// reads. Anything else passes unchanged; so does a value already projected,
-// as a transform may be handed its own output. The informer's transform,
-// which New installs, is projectCachedConfigMap: this, with strings shared
-// with the cached Book.
-func ProjectConfigMap(obj any) (any, error) {
-	if cm, ok := obj.(*corev1.ConfigMap); ok {
-		return projectConfigMap(cm), nil
-	}
-	return obj, nil
-}
-
-// projectCachedConfigMap is the ConfigMap informer's transform (New installs
-// it): ProjectConfigMap, whose strings are moreover the cached Book's where
-// they are equal, as most are (namespace, name, owner UID, title). Our
-// ConfigMaps arrive after their Book, so the Book is usually cached.
-func (c *Controller) projectCachedConfigMap(obj any) (any, error) {
-	cm, ok := obj.(*corev1.ConfigMap)
-	if !ok {
-		return obj, nil
-	}
-	v := projectConfigMap(cm)
-	if book, err := c.booksLister.Books(v.namespace).Get(v.name); err == nil {
-		v.shareStrings(book)
-	}
-	return v, nil
-}
-
 // shareStrings replaces v's strings with the Book's equal ones, so that
 // the decoded ConfigMap's copies can be collected.
 func (v *cachedConfigMap) shareStrings(book *webappv1.Book) {
@@ -140,24 +159,4 @@ func (v *cachedConfigMap) GetObjectMeta() metav1.Object {
 // controlledBy reports whether uid is the UID of the ConfigMap's controller.
 func (v *cachedConfigMap) controlledBy(uid types.UID) bool {
 	return v.hasController && v.controller.uid == uid
-}
-
-// cachedConfigMapGetter reads the ConfigMap informer's store, in place of
-// the lister, which would expect whole ConfigMaps there.
-type cachedConfigMapGetter struct {
-	indexer cache.Indexer
-}
-
-// get returns what the cache holds of the ConfigMap namespace/name, or nil
-// when it holds nothing of that name.
-func (g cachedConfigMapGetter) get(namespace, name string) (*cachedConfigMap, error) {
-	obj, exists, err := g.indexer.GetByKey(namespace + "/" + name)
-	if err != nil || !exists {
-		return nil, err
-	}
-	v, ok := obj.(*cachedConfigMap)
-	if !ok {
-		return nil, fmt.Errorf("ConfigMap cache holds a %T for %s/%s; the informer lacks the controller's transform (controller.New installs it)", obj, namespace, name)
-	}
-	return v, nil
 }

@@ -1,8 +1,10 @@
 // Package controller is the Book controller: informers feed a rate-limited
 // work queue, workers drain it, and syncHandler makes each Book's ConfigMap
 // and status match its spec. Read this file top to bottom in the order the
-// controller-runtime lesson explains a Controller: the struct, the watches,
-// Run, the worker loop and the reconcile call.
+// controller-runtime lesson explains a Controller: the struct, the watches
+// (New), Run (Start), the worker loop and the one switch from a sync's
+// outcome to the queue (reconcileHandler). Every queue call but the event
+// handlers' Add is in this file.
 package controller
 
 import (
@@ -15,7 +17,6 @@ import (
 
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -41,11 +42,11 @@ const (
 	DefaultDrainTimeout    = 20 * time.Second
 )
 
-// defaultCacheLagRecheck is how long a Book waiting for its own ConfigMap to
-// reach the cache is left before a sync looks again (see awaitOwnWrite). It
-// decides nothing: resourceVersions say when the cache has caught up. It
-// only wakes a Book that no event will wake, as kube's expectations time out
-// after five minutes; a ConfigMap per Book is cheap to look at again.
+// defaultCacheLagRecheck is when a Book waiting for its own ConfigMap to
+// reach the cache is looked at again (see sync.go, cacheBehind). It decides
+// nothing: resourceVersions say when the cache has caught up. It only wakes a
+// Book that no event will wake, as kube's expectations time out after five
+// minutes; a ConfigMap per Book is cheap to look at again.
 const defaultCacheLagRecheck = 30 * time.Second
 
 // Options tune a Controller. The zero value is valid.
@@ -67,6 +68,16 @@ type Options struct {
 	DrainTimeout time.Duration
 }
 
+// Result tells the worker loop what to do with a key after a successful
+// sync, as controller-runtime's reconcile.Result does. The zero Result
+// means done: the key is forgotten until an event brings it back.
+type Result struct {
+	// RequeueAfter, when positive, syncs the key again after this long:
+	// for what no event will announce (a foreign ConfigMap's deletion, a
+	// cache that moved past our write in silence).
+	RequeueAfter time.Duration
+}
+
 // Controller reconciles Books. It is the hand-written counterpart of
 // controller-runtime's internal Controller: the informers' handlers play
 // the part of Watch with EnqueueRequestForObject / EnqueueRequestForOwner,
@@ -77,7 +88,7 @@ type Controller struct {
 
 	booksLister      booklisters.BookLister
 	booksSynced      cache.InformerSynced
-	configMaps       cachedConfigMapGetter
+	configMaps       *configMapCache
 	configMapsSynced cache.InformerSynced
 
 	// queue holds namespace/name keys of Books that may need work. A key is
@@ -88,26 +99,24 @@ type Controller struct {
 	clock    clock.PassiveClock
 
 	conflictRecheck time.Duration
+	cacheLagRecheck time.Duration
 	drainTimeout    time.Duration
+
+	// ownWrites skips the syncs our own writes would cause (ownwrites.go).
+	ownWrites *ownWrites
 
 	// aborted ends when Abort is called, with its cause; see Abort.
 	aborted context.Context
 	abort   context.CancelCauseFunc
 
-	// consistency holds our own writes until the caches show them; see
-	// consistency.go. cacheLagRecheck is when a Book waiting for its own
-	// ConfigMap to reach the cache is looked at again (awaitOwnWrite).
-	consistency     *consistencyStore
-	cacheLagRecheck time.Duration
-
-	// syncHandler reconciles one key. It is a field so tests can observe
-	// or replace it (to inject a panic, for instance).
-	syncHandler func(ctx context.Context, key cache.ObjectName) error
+	// syncHandler reconciles one key: syncBook. Tests replace it (to inject
+	// a panic, for instance) after New and before Run, which only reads it.
+	syncHandler func(ctx context.Context, key cache.ObjectName) (Result, error)
 }
 
-// New wires a Controller to its informers: it registers the event handlers
-// (the watches) but starts nothing. Start the informer factories after New,
-// then call Run.
+// New wires a Controller to its informers: it installs their transforms and
+// registers the event handlers (the watches), but starts nothing. Start the
+// informer factories after New, then call Run.
 func New(
 	kubeClient kubernetes.Interface,
 	bookClient versioned.Interface,
@@ -116,6 +125,31 @@ func New(
 	recorder events.EventRecorder,
 	opts Options,
 ) (*Controller, error) {
+	opts = withDefaults(opts)
+	c := &Controller{
+		kubeClient:  kubeClient,
+		bookClient:  bookClient,
+		booksLister: bookInformer.Lister(),
+		configMaps:  newConfigMapCache(configMapInformer.Informer().GetIndexer(), bookInformer.Lister()),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: Name}),
+		recorder:        recorder,
+		clock:           opts.Clock,
+		conflictRecheck: opts.ConflictRecheck,
+		cacheLagRecheck: defaultCacheLagRecheck,
+		drainTimeout:    opts.DrainTimeout,
+	}
+	c.ownWrites = newOwnWrites(bookInformer.Informer().GetStore(), configMapInformer.Informer().GetStore(), c.enqueue)
+	c.aborted, c.abort = context.WithCancelCause(context.Background())
+	c.syncHandler = c.syncBook
+	metrics.InitController(Name)
+	if err := c.watch(bookInformer.Informer(), configMapInformer.Informer()); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func withDefaults(opts Options) Options {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -131,124 +165,130 @@ func New(
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = DefaultDrainTimeout
 	}
-	c := &Controller{
-		kubeClient:  kubeClient,
-		bookClient:  bookClient,
-		booksLister: bookInformer.Lister(),
-		configMaps:  cachedConfigMapGetter{indexer: configMapInformer.Informer().GetIndexer()},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: Name}),
-		recorder:        recorder,
-		clock:           opts.Clock,
-		conflictRecheck: opts.ConflictRecheck,
-		drainTimeout:    opts.DrainTimeout,
-		consistency: newConsistencyStore(map[schema.GroupResource]storeVersion{
-			booksResource:      bookInformer.Informer().GetStore(),
-			configMapsResource: configMapInformer.Informer().GetStore(),
-		}),
-		cacheLagRecheck: defaultCacheLagRecheck,
-	}
-	c.aborted, c.abort = context.WithCancelCause(context.Background())
-	c.syncHandler = c.syncBook
-	metrics.InitController(Name)
-
-	// The caches keep Books compacted (bookcache.go) and of ConfigMaps only
-	// what the sync reads (configmapcache.go). The informers must not have
-	// started: a transform set later would leave objects of both kinds in
-	// the cache.
-	if err := bookInformer.Informer().SetTransform(BookTransform()); err != nil {
-		return nil, fmt.Errorf("setting the Book informer's transform: %w", err)
-	}
-	if err := configMapInformer.Informer().SetTransform(c.projectCachedConfigMap); err != nil {
-		return nil, fmt.Errorf("setting the ConfigMap informer's transform: %w", err)
-	}
-
-	// The registrations' HasSynced, unlike the informers', also waits until
-	// our handlers have seen the initial list, so Run starts with a full queue.
-	bookReg, err := bookInformer.Informer().AddEventHandler(c.bookEventHandler())
-	if err != nil {
-		return nil, fmt.Errorf("registering Book event handler: %w", err)
-	}
-	cmReg, err := configMapInformer.Informer().AddEventHandler(c.configMapEventHandler())
-	if err != nil {
-		return nil, fmt.Errorf("registering ConfigMap event handler: %w", err)
-	}
-	c.booksSynced = bookReg.HasSynced
-	c.configMapsSynced = cmReg.HasSynced
-	return c, nil
+	return opts
 }
 
-// Run waits for the caches, starts one goroutine per worker and blocks until ctx
-// ends. Then it stops taking new keys, lets the workers finish what is
-// queued (up to the drain timeout), waits for them and returns. Abort cuts
-// any of this short: before the caches sync, while the workers run, or in
-// the middle of the drain.
+// watch installs the caches' transforms and registers the event handlers,
+// controller-runtime's Watch with source.Kind. The informers must not have
+// started: a transform set later would leave objects of both kinds in the
+// cache.
+func (c *Controller) watch(books, configMaps cache.SharedIndexInformer) error {
+	if err := books.SetTransform(newBookCompactor().transform); err != nil {
+		return fmt.Errorf("setting the Book informer's transform: %w", err)
+	}
+	if err := configMaps.SetTransform(c.configMaps.transform); err != nil {
+		return fmt.Errorf("setting the ConfigMap informer's transform: %w", err)
+	}
+	// The registrations' HasSynced, unlike the informers', also waits until
+	// our handlers have seen the initial list, so Run starts with a full queue.
+	bookReg, err := books.AddEventHandler(c.bookEventHandler())
+	if err != nil {
+		return fmt.Errorf("registering Book event handler: %w", err)
+	}
+	cmReg, err := configMaps.AddEventHandler(c.configMapEventHandler())
+	if err != nil {
+		return fmt.Errorf("registering ConfigMap event handler: %w", err)
+	}
+	c.booksSynced, c.configMapsSynced = bookReg.HasSynced, cmReg.HasSynced
+	return nil
+}
+
+// Run waits for the caches, starts the workers and blocks until ctx ends.
+// Then it stops taking new keys, lets the workers finish what is queued (up
+// to the drain timeout), waits for them and returns. Abort cuts any of this
+// short: before the caches sync, while the workers run, or in the middle of
+// the drain.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	defer c.queue.ShutDown()
-	logger := klog.FromContext(ctx)
 	if workers < 1 {
 		return fmt.Errorf("workers must be at least 1, got %d", workers)
 	}
-
-	logger.Info("Waiting for informer caches to sync")
-	syncCtx, stopSync := context.WithCancel(ctx)
-	defer stopSync()
-	stopOnAbort := context.AfterFunc(c.aborted, stopSync)
-	defer stopOnAbort()
-	synced := cache.WaitForNamedCacheSyncWithContext(syncCtx, c.booksSynced, c.configMapsSynced)
-	// WaitForCacheSync looks at the caches before it looks at the context,
-	// so warm caches report success even when Run was asked to stop (or
-	// aborted) before it began: a standby told to stop as it takes the
-	// Lease must not start workers. c.aborted is checked itself because
-	// the AfterFunc above cancels syncCtx from a goroutine of its own, which
-	// may not have run yet.
-	if syncCtx.Err() != nil || c.aborted.Err() != nil {
-		return nil
+	untilAbort, cancel := c.untilAbort(ctx)
+	defer cancel()
+	if started, err := c.waitForCaches(untilAbort); !started {
+		return err
 	}
-	if !synced {
-		return errors.New("informer caches did not sync")
-	}
-	// Ended, like the wait for the caches, by Abort.
-	c.openConnections(syncCtx)
+	c.openConnections(untilAbort)
+	pool := c.startWorkers(ctx, workers)
+	c.stopWorkers(ctx, pool)
+	return nil
+}
 
-	// Workers get a context of their own so that a shutdown lets in-flight
-	// writes finish instead of failing them all at once; only Abort and the
-	// drain timeout cancel it.
-	workerCtx, cancelWorkers := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer cancelWorkers(nil)
-	var wg sync.WaitGroup
-	logger.Info("Starting workers", "count", workers)
-	for range workers {
-		wg.Go(func() { c.runWorker(workerCtx) })
-	}
+// untilAbort returns a context that ends with ctx or with Abort.
+func (c *Controller) untilAbort(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.aborted, cancel)
+	return ctx, func() { stop(); cancel() }
+}
 
+// waitForCaches waits until both caches hold their initial lists and our
+// handlers have seen them. It reports false, with no error, when ctx ended
+// (or Abort came) first: a standby told to stop as it takes the Lease must
+// not start workers. WaitForCacheSync looks at the caches before the
+// context, so warm caches alone would report success; Abort is checked
+// itself because untilAbort's AfterFunc runs on a goroutine of its own.
+func (c *Controller) waitForCaches(ctx context.Context) (bool, error) {
+	klog.FromContext(ctx).Info("Waiting for informer caches to sync")
+	synced := cache.WaitForNamedCacheSyncWithContext(ctx, c.booksSynced, c.configMapsSynced)
+	switch {
+	case ctx.Err() != nil || c.aborted.Err() != nil:
+		return false, nil
+	case !synced:
+		return false, errors.New("informer caches did not sync")
+	}
+	return true, nil
+}
+
+// workerPool is the running workers: cancel ends the syncs in flight.
+type workerPool struct {
+	wg     sync.WaitGroup
+	cancel context.CancelCauseFunc
+}
+
+// startWorkers starts n workers. They get a context of their own so that a
+// shutdown lets in-flight writes finish instead of failing them all at once;
+// only Abort and the drain timeout cancel it.
+func (c *Controller) startWorkers(ctx context.Context, n int) *workerPool {
+	workerCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	pool := &workerPool{cancel: cancel}
+	klog.FromContext(ctx).Info("Starting workers", "count", n)
+	for range n {
+		pool.wg.Go(func() { c.runWorker(workerCtx) })
+	}
+	return pool
+}
+
+// stopWorkers waits for ctx to end, then drains the queue, or for Abort,
+// then stops the workers at once; it returns when every worker has.
+func (c *Controller) stopWorkers(ctx context.Context, pool *workerPool) {
+	logger := klog.FromContext(ctx)
 	select {
 	case <-ctx.Done():
-		c.drain(ctx, &wg, cancelWorkers)
+		c.drain(ctx, pool)
 	case <-c.aborted.Done():
 		logger.Info("Stopping workers at once", "cause", context.Cause(c.aborted), "depth", c.queue.Len())
-		cancelWorkers(context.Cause(c.aborted))
+		pool.cancel(context.Cause(c.aborted))
 	}
 	c.queue.ShutDown()
-	wg.Wait()
+	pool.wg.Wait()
+	pool.cancel(nil)
 	logger.Info("Workers stopped")
-	return nil
 }
 
 // drain stops the queue taking new keys and waits until the workers have
 // finished the keys queued and in flight, for at most the drain timeout and
 // only until Abort: then the syncs in flight are cancelled and the keys
 // left are dropped.
-func (c *Controller) drain(ctx context.Context, workers *sync.WaitGroup, cancelWorkers context.CancelCauseFunc) {
+func (c *Controller) drain(ctx context.Context, pool *workerPool) {
 	logger := klog.FromContext(ctx)
 	logger.Info("Shutting down: draining the work queue", "depth", c.queue.Len(), "timeout", c.drainTimeout)
 	// Workers keep taking keys from a shut-down queue until it is empty.
 	c.queue.ShutDown()
-	stopped := make(chan struct{}) // closed by the goroutine below once every worker has returned
+	stopped := make(chan struct{}) // closed once every worker has returned
 	go func() {
 		defer close(stopped)
-		workers.Wait()
+		pool.wg.Wait()
 	}()
 	timeout := time.NewTimer(c.drainTimeout)
 	defer timeout.Stop()
@@ -257,10 +297,10 @@ func (c *Controller) drain(ctx context.Context, workers *sync.WaitGroup, cancelW
 		return
 	case <-timeout.C:
 		logger.Info("Drain timed out; cancelling in-flight work", "depth", c.queue.Len())
-		cancelWorkers(errDrainTimeout)
+		pool.cancel(errDrainTimeout)
 	case <-c.aborted.Done():
 		logger.Info("Drain aborted; cancelling in-flight work", "cause", context.Cause(c.aborted), "depth", c.queue.Len())
-		cancelWorkers(context.Cause(c.aborted))
+		pool.cancel(context.Cause(c.aborted))
 	}
 	<-stopped
 }
@@ -293,9 +333,8 @@ func (c *Controller) runWorker(ctx context.Context) {
 	}
 }
 
-// processNextWorkItem takes one key, syncs it, and tells the queue the
-// outcome: Forget resets the key's backoff on success, AddRateLimited retries
-// it later on failure, and Done always releases the key so that events that
+// processNextWorkItem takes one key, syncs it and hands the outcome to
+// reconcileHandler. Done always releases the key, so that events that
 // arrived meanwhile get processed.
 func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	key, shutdown := c.queue.Get()
@@ -306,37 +345,50 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 
 	metrics.ActiveWorkers.WithLabelValues(Name).Inc()
 	start := time.Now()
-	err := c.syncRecovering(ctx, key)
+	res, err := c.syncRecovering(ctx, key)
 	metrics.ReconcileTime.WithLabelValues(Name).Observe(time.Since(start).Seconds())
 	metrics.ActiveWorkers.WithLabelValues(Name).Dec()
+	c.reconcileHandler(ctx, key, res, err)
+	return true
+}
 
+// reconcileHandler is the one place where a sync's outcome becomes a queue
+// call and a reconcile-metric label, as in controller-runtime's
+// reconcileHandler. Forget resets the key's backoff; AddRateLimited retries
+// it after that backoff, which doubles per failure.
+func (c *Controller) reconcileHandler(ctx context.Context, key cache.ObjectName, res Result, err error) {
+	var result string
 	switch {
+	case err == nil && res.RequeueAfter > 0:
+		result = metrics.ResultRequeueAfter
+		c.queue.Forget(key)
+		c.queue.AddAfter(key, res.RequeueAfter)
 	case err == nil:
-		metrics.ReconcileTotal.WithLabelValues(Name, metrics.ResultSuccess).Inc()
+		result = metrics.ResultSuccess
 		c.queue.Forget(key)
 	case apierrors.IsConflict(err):
 		// Our cache was behind the server; the watch will catch up and the
 		// retry will see the newer object. Not worth an error log.
-		metrics.ReconcileTotal.WithLabelValues(Name, metrics.ResultConflict).Inc()
+		result = metrics.ResultConflict
 		klog.FromContext(ctx).V(2).Info("Conflict writing; requeueing", "key", key, "err", err)
 		c.queue.AddRateLimited(key)
 	default:
-		metrics.ReconcileTotal.WithLabelValues(Name, metrics.ResultError).Inc()
+		result = metrics.ResultError
 		metrics.ReconcileErrors.WithLabelValues(Name).Inc()
 		utilruntime.HandleErrorWithContext(ctx, err, "Syncing Book failed; requeueing", "key", key)
 		c.queue.AddRateLimited(key)
 	}
-	return true
+	metrics.ReconcileTotal.WithLabelValues(Name, result).Inc()
 }
 
 // syncRecovering calls syncHandler and turns a panic into an error, so one bad
 // object cannot take the process down and is retried with backoff instead.
-func (c *Controller) syncRecovering(ctx context.Context, key cache.ObjectName) (err error) {
+func (c *Controller) syncRecovering(ctx context.Context, key cache.ObjectName) (res Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			metrics.ReconcilePanics.WithLabelValues(Name).Inc()
 			klog.FromContext(ctx).Error(nil, "Panic while syncing Book", "key", key, "panic", r, "stack", string(debug.Stack()))
-			err = fmt.Errorf("panic while syncing %s: %v", key, r)
+			res, err = Result{}, fmt.Errorf("panic while syncing %s: %v", key, r)
 		}
 	}()
 	return c.syncHandler(ctx, key)

@@ -35,9 +35,9 @@ func TestProcessNextWorkItemSuccessForgetsKey(t *testing.T) {
 	f := newFixture(t, Options{})
 	key := bookKey("demo")
 	var got []cache.ObjectName
-	f.c.syncHandler = func(_ context.Context, k cache.ObjectName) error {
+	f.c.syncHandler = func(_ context.Context, k cache.ObjectName) (Result, error) {
 		got = append(got, k)
-		return nil
+		return Result{}, nil
 	}
 	// An earlier failure left some backoff behind.
 	f.c.queue.AddRateLimited(key)
@@ -64,14 +64,17 @@ func TestProcessNextWorkItemRequeuesFailures(t *testing.T) {
 	conflict := apierrors.NewConflict(schema.GroupResource{Group: webappv1.GroupName, Resource: "books"}, "demo", errors.New("stale"))
 	tests := []struct {
 		name string
-		sync func(context.Context, cache.ObjectName) error
+		sync func(context.Context, cache.ObjectName) (Result, error)
 	}{
-		{"error", func(context.Context, cache.ObjectName) error { return errors.New("boom") }},
-		{"409 Conflict", func(context.Context, cache.ObjectName) error { return conflict }},
-		{"wrapped 409 Conflict", func(context.Context, cache.ObjectName) error {
-			return errors.Join(errors.New("updating status"), conflict)
+		{"error", func(context.Context, cache.ObjectName) (Result, error) { return Result{}, errors.New("boom") }},
+		{"409 Conflict", func(context.Context, cache.ObjectName) (Result, error) { return Result{}, conflict }},
+		{"wrapped 409 Conflict", func(context.Context, cache.ObjectName) (Result, error) {
+			return Result{}, errors.Join(errors.New("updating status"), conflict)
 		}},
-		{"panic", func(context.Context, cache.ObjectName) error { panic("bad object") }},
+		{"an error beats RequeueAfter", func(context.Context, cache.ObjectName) (Result, error) {
+			return Result{RequeueAfter: time.Hour}, errors.New("boom")
+		}},
+		{"panic", func(context.Context, cache.ObjectName) (Result, error) { panic("bad object") }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,11 +104,11 @@ func TestWorkerSurvivesPanic(t *testing.T) {
 	f := newFixture(t, Options{})
 	key := bookKey("demo")
 	var calls atomic.Int32
-	f.c.syncHandler = func(_ context.Context, k cache.ObjectName) error {
+	f.c.syncHandler = func(_ context.Context, k cache.ObjectName) (Result, error) {
 		if calls.Add(1) == 1 {
 			panic("first sync panics")
 		}
-		return nil
+		return Result{}, nil
 	}
 	f.c.queue.Add(key)
 
@@ -241,7 +244,7 @@ func TestRunDrainsQueueOnCancel(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var processed []cache.ObjectName
-	f.c.syncHandler = func(ctx context.Context, k cache.ObjectName) error {
+	f.c.syncHandler = func(ctx context.Context, k cache.ObjectName) (Result, error) {
 		if k == first {
 			close(started)
 			<-release
@@ -252,7 +255,7 @@ func TestRunDrainsQueueOnCancel(t *testing.T) {
 		mu.Lock()
 		processed = append(processed, k)
 		mu.Unlock()
-		return nil
+		return Result{}, nil
 	}
 	f.c.queue.Add(first)
 	f.c.queue.Add(second)
@@ -284,11 +287,11 @@ func TestRunDrainTimeoutCancelsInFlightWork(t *testing.T) {
 	started := make(chan struct{})
 	var startOnce sync.Once
 	var sawCancel atomic.Bool
-	f.c.syncHandler = func(ctx context.Context, _ cache.ObjectName) error {
+	f.c.syncHandler = func(ctx context.Context, _ cache.ObjectName) (Result, error) {
 		startOnce.Do(func() { close(started) })
 		<-ctx.Done()
 		sawCancel.Store(true)
-		return ctx.Err()
+		return Result{}, ctx.Err()
 	}
 	f.c.queue.Add(bookKey("stuck"))
 	stop := f.startRun(runOpts{workers: 1})
@@ -300,4 +303,28 @@ func TestRunDrainTimeoutCancelsInFlightWork(t *testing.T) {
 	if !sawCancel.Load() {
 		t.Error("the in-flight sync's context was not cancelled after the drain timeout")
 	}
+}
+
+// TestProcessNextWorkItemRequeueAfter: a sync that asks to be looked at
+// again later is forgotten (no backoff kept) and comes back after the delay,
+// not at once.
+func TestProcessNextWorkItemRequeueAfter(t *testing.T) {
+	f := newFixture(t, Options{})
+	key := bookKey("demo")
+	f.c.syncHandler = func(context.Context, cache.ObjectName) (Result, error) {
+		return Result{RequeueAfter: 50 * time.Millisecond}, nil
+	}
+	f.c.queue.AddRateLimited(key) // an earlier failure's backoff
+	poll.Eventually(t, "the rate-limited key", pollInterval, pollTimeout, queueLength(f.c.queue, 1))
+
+	if !f.c.processNextWorkItem(t.Context()) {
+		t.Fatal("processNextWorkItem returned false on a live queue")
+	}
+	if n := f.c.queue.NumRequeues(key); n != 0 {
+		t.Errorf("NumRequeues: got %d, want 0 (Forget)", n)
+	}
+	if n := f.c.queue.Len(); n != 0 {
+		t.Errorf("queue length right after the sync: got %d, want 0 (the key waits)", n)
+	}
+	poll.Eventually(t, "the key after RequeueAfter", pollInterval, pollTimeout, queueLength(f.c.queue, 1))
 }

@@ -65,7 +65,7 @@ type fixture struct {
 const firstWrittenVersion = 101
 
 // serverVersions makes the fake clients number writes the way the API
-// server does, so that the consistency guard (consistency.go) is at work in
+// server does, so that the own-write tracker (ownwrites.go) is at work in
 // every test as in a cluster: each create, update and delete, of any
 // resource and through either client, gets the next resourceVersion of one
 // counter (etcd's revision), and an update that carries another
@@ -262,6 +262,13 @@ func (f *fixture) feedBackConfigMap(name string) {
 }
 
 func (f *fixture) sync(name string) error {
+	f.t.Helper()
+	_, err := f.syncResult(name)
+	return err
+}
+
+// syncResult runs the syncHandler on the Book name and returns its outcome.
+func (f *fixture) syncResult(name string) (Result, error) {
 	f.t.Helper()
 	return f.c.syncHandler(f.t.Context(), cache.ObjectName{Namespace: testNamespace, Name: name})
 }
@@ -537,15 +544,15 @@ func bookKey(name string) cache.ObjectName {
 
 // projectingConfigMapHandler is the ConfigMap event handler as the informer
 // calls it: ConfigMaps, bare or in tombstones, arrive projected by
-// ProjectConfigMap; anything else arrives as it is.
+// projectConfigMap; anything else arrives as it is.
 func (c *Controller) projectingConfigMapHandler() cache.ResourceEventHandler {
 	h := c.configMapEventHandler()
 	project := func(obj any) any {
 		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			tombstone.Obj, _ = ProjectConfigMap(tombstone.Obj)
+			tombstone.Obj, _ = c.configMaps.transform(tombstone.Obj)
 			return tombstone
 		}
-		obj, _ = ProjectConfigMap(obj)
+		obj, _ = c.configMaps.transform(obj)
 		return obj
 	}
 	return cache.ResourceEventHandlerFuncs{

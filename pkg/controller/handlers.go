@@ -8,11 +8,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// This file turns informer events into queue keys. Every path ends in
-// enqueue(namespace/name of a Book); the sync decides what, if anything, to do.
+// This file turns informer events into queue keys, controller-runtime's
+// event handlers (EnqueueRequestForObject for Books, a map from ConfigMap to
+// Book). Every path ends in enqueue(namespace/name of a Book); the sync
+// decides what, if anything, to do.
 
 // bookEventHandler enqueues the Book itself for every real change that is
-// not the echo of our own status write (consistencyStore.Echo).
+// not the echo of our own status write (ownWrites.IsEcho).
 func (c *Controller) bookEventHandler() cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueueObject,
@@ -23,7 +25,7 @@ func (c *Controller) bookEventHandler() cache.ResourceEventHandlerFuncs {
 				return
 			}
 			if book, ok := newObj.(metav1.Object); ok &&
-				c.consistency.Echo(cache.MetaObjectToName(book), booksResource, book.GetResourceVersion()) {
+				c.ownWrites.IsEcho(cache.MetaObjectToName(book), booksResource, book.GetResourceVersion()) {
 				return
 			}
 			c.enqueueObject(newObj)
@@ -35,7 +37,7 @@ func (c *Controller) bookEventHandler() cache.ResourceEventHandlerFuncs {
 // configMapEventHandler enqueues, for every change to a ConfigMap in the
 // cache, the Book of the same namespace and name, so an edit or deletion by
 // someone else is repaired. The echo of our own create or repair is not a
-// change to act on (consistencyStore.Echo). A Book's sync reads only the
+// change to act on (ownWrites.IsEcho). A Book's sync reads only the
 // ConfigMap of its own name, so that is the only Book an event can concern;
 // whom the ConfigMap's owner reference names, with which UID, is for the
 // sync to judge. (Once the handler skipped references with another UID;
@@ -58,7 +60,7 @@ func (c *Controller) configMapEventHandler() cache.ResourceEventHandlerFuncs {
 // updated ConfigMap, unless it is as our last write left it.
 func (c *Controller) enqueueBookOfChangedConfigMap(obj any) {
 	if cm, ok := obj.(*cachedConfigMap); ok &&
-		c.consistency.Echo(cache.ObjectName{Namespace: cm.namespace, Name: cm.name}, configMapsResource, cm.resourceVersion) {
+		c.ownWrites.IsEcho(cache.ObjectName{Namespace: cm.namespace, Name: cm.name}, configMapsResource, cm.resourceVersion) {
 		return
 	}
 	c.enqueueBookOfConfigMap(obj)
@@ -72,7 +74,7 @@ func (c *Controller) enqueueObject(obj any) {
 		utilruntime.HandleError(err)
 		return
 	}
-	c.queue.Add(key)
+	c.enqueue(key)
 }
 
 // enqueueBookOfConfigMap adds the key of the Book named like a ConfigMap, or
@@ -86,7 +88,15 @@ func (c *Controller) enqueueBookOfConfigMap(obj any) {
 		utilruntime.HandleError(errUnexpectedObject(obj))
 		return
 	}
-	c.queue.Add(cache.ObjectName{Namespace: cm.namespace, Name: cm.name})
+	c.enqueue(cache.ObjectName{Namespace: cm.namespace, Name: cm.name})
+}
+
+// enqueue is the handlers' one queue call. Add does nothing for a key
+// already queued, and marks a key being synced to be synced again once the
+// worker is done with it. ownWrites also calls it, late, for an event it
+// held back while our write was in flight.
+func (c *Controller) enqueue(key cache.ObjectName) {
+	c.queue.Add(key)
 }
 
 func sameResourceVersion(oldObj, newObj any) bool {

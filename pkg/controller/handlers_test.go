@@ -229,8 +229,8 @@ func TestHandlersSkipTheEchoOfOurOwnWrites(t *testing.T) {
 	f := newFixture(t, Options{})
 	key := bookKey("demo")
 	book := withRV(newBook("demo", 1, "T", 1), "10")
-	f.c.consistency.WroteAt(key, book.UID, configMapsResource, "11")
-	f.c.consistency.WroteAt(key, book.UID, booksResource, "12")
+	f.c.ownWrites.wrote(key, book.UID, configMapsResource, "11")
+	f.c.ownWrites.wrote(key, book.UID, booksResource, "12")
 
 	// Our create and our status write come back: nothing to do.
 	f.c.projectingConfigMapHandler().OnAdd(withRV(ownConfigMap(book), "11"), false)
@@ -249,9 +249,26 @@ func TestOwnWriteThatPanicsLeavesNothingInFlight(t *testing.T) {
 	book := withRV(newBook("demo", 1, "T", 1), "10")
 	func() {
 		defer func() { _ = recover() }()
-		_, _ = ownWrite(f.c, book, booksResource, func() (*webappv1.Book, error) { panic("client bug") })
+		_, _ = ownWrite(f.c.ownWrites, book, booksResource, func() (*webappv1.Book, error) { panic("client bug") })
 	}()
 	// An event now is heard, not held back for a write that never ends.
 	f.c.bookEventHandler().OnUpdate(book, withRV(book.DeepCopy(), "11"))
+	expectQueued(t, f.c, bookKey("demo"))
+}
+
+// TestEventHeldBackDuringAWriteIsReleased: a change by somebody else that
+// arrives while our write is in flight is held back, and once the write's
+// answer shows it was not the echo, the Book is queued.
+func TestEventHeldBackDuringAWriteIsReleased(t *testing.T) {
+	f := newFixture(t, Options{})
+	book := withRV(newBook("demo", 1, "T", 1), "10")
+	_, err := ownWrite(f.c.ownWrites, book, booksResource, func() (*webappv1.Book, error) {
+		f.c.bookEventHandler().OnUpdate(book, withRV(book.DeepCopy(), "11")) // somebody's edit
+		expectQueued(t, f.c)                                                 // held back
+		return withRV(book.DeepCopy(), "12"), nil                            // our write landed after it
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	expectQueued(t, f.c, bookKey("demo"))
 }

@@ -41,9 +41,9 @@ func (f *fixture) startInformers() {
 // countSyncs replaces the syncHandler with one that counts its calls.
 func (f *fixture) countSyncs() *atomic.Int32 {
 	var n atomic.Int32
-	f.c.syncHandler = func(context.Context, cache.ObjectName) error {
+	f.c.syncHandler = func(context.Context, cache.ObjectName) (Result, error) {
 		n.Add(1)
-		return nil
+		return Result{}, nil
 	}
 	return &n
 }
@@ -86,7 +86,7 @@ func TestAbortDuringDrainStopsAtOnce(t *testing.T) {
 	var cause atomic.Value
 	var synced []cache.ObjectName
 	var mu sync.Mutex
-	f.c.syncHandler = func(ctx context.Context, k cache.ObjectName) error {
+	f.c.syncHandler = func(ctx context.Context, k cache.ObjectName) (Result, error) {
 		mu.Lock()
 		synced = append(synced, k)
 		mu.Unlock()
@@ -94,9 +94,9 @@ func TestAbortDuringDrainStopsAtOnce(t *testing.T) {
 			close(started)
 			<-ctx.Done()
 			cause.Store(context.Cause(ctx))
-			return ctx.Err()
+			return Result{}, ctx.Err()
 		}
-		return nil
+		return Result{}, nil
 	}
 	f.c.queue.Add(first)
 	f.c.queue.Add(second)

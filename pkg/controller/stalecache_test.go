@@ -2,11 +2,8 @@ package controller
 
 import (
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"ydzs.io/book-controller/internal/poll"
 )
 
 // The cache-lag tests: the fake clients give every write a new
@@ -83,7 +80,7 @@ func TestSyncWaitsForCacheToShowOwnConfigMap(t *testing.T) {
 	f.clearActions()
 	f.mustSync("demo")
 	f.expectNoWrites()
-	if err := f.c.consistency.EnsureReady(bookKey("demo")); err != nil {
+	if err := f.c.ownWrites.CacheBehind(bookKey("demo")); err != nil {
 		t.Fatalf("the ConfigMap's add event did not end the wait: %v", err)
 	}
 
@@ -103,7 +100,6 @@ func TestSyncWaitsForCacheToShowOwnConfigMap(t *testing.T) {
 // relist has moved the cache past our create, and the sync recreates it.
 func TestOwnConfigMapDeletedUnseenIsRecreated(t *testing.T) {
 	f := newVersionedFixture(t)
-	f.c.cacheLagRecheck = 5 * time.Millisecond
 
 	f.mustSync("demo")
 	f.feedBackBook("demo")
@@ -111,13 +107,15 @@ func TestOwnConfigMapDeletedUnseenIsRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	f.mustSync("demo")
+	res, err := f.syncResult("demo")
+	if err != nil {
+		t.Fatalf("syncHandler: %v", err)
+	}
 	if cm := f.getConfigMap("demo"); cm != nil {
 		t.Fatal("ConfigMap recreated while its create was still awaited")
 	}
-	poll.Eventually(t, "the Book to be looked at again", pollInterval, pollTimeout, queueLength(f.c.queue, 1))
-	if key, _ := f.c.queue.Get(); key != bookKey("demo") {
-		t.Errorf("requeued key: got %v, want default/demo", key)
+	if res.RequeueAfter != f.c.cacheLagRecheck {
+		t.Errorf("Result %+v, want RequeueAfter %v: no event will wake the Book", res, f.c.cacheLagRecheck)
 	}
 
 	// The relist: an empty list at the current resourceVersion.

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	core "k8s.io/client-go/testing"
 
-	"ydzs.io/book-controller/internal/poll"
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
@@ -334,23 +332,24 @@ func TestSyncConflictIsRechecked(t *testing.T) {
 	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: testNamespace}}
 	f := newFixture(t, Options{ConflictRecheck: 5 * time.Millisecond}, book, foreign)
 
-	f.mustSync("demo")
-
-	poll.Eventually(t, "the Book to be requeued for a recheck", pollInterval, pollTimeout, queueLength(f.c.queue, 1))
-	if key, _ := f.c.queue.Get(); key != bookKey("demo") {
-		t.Errorf("requeued key: got %v, want default/demo", key)
+	res, err := f.syncResult("demo")
+	if err != nil {
+		t.Fatalf("syncHandler: %v", err)
+	}
+	if res.RequeueAfter != 5*time.Millisecond {
+		t.Errorf("Result %+v, want RequeueAfter 5ms (the conflict recheck)", res)
 	}
 }
 
 // TestSyncRepairLeavesAConfigMapThatChangedHands: the cache shows our
 // ConfigMap with stale data, but by the time the repair reads it whole,
-// somebody else controls it. The repair must not write it, and the Book
-// is retried.
+// somebody else controls it. The repair must not write it; the live object
+// is judged as a cache hit would be (a conflict, looked at again later).
 func TestSyncRepairLeavesAConfigMapThatChangedHands(t *testing.T) {
 	book := withReadyStatus(newBook("demo", 1, "Mine", 1), t0)
 	cm := ownConfigMap(book)
 	cm.Data[TitleKey] = "edited"
-	f := newFixture(t, Options{}, book, cm)
+	f := newFixture(t, Options{ConflictRecheck: time.Minute}, book, cm)
 	taken := f.mustGetConfigMap("demo")
 	taken.OwnerReferences = []metav1.OwnerReference{bookControllerRef("other", "other-uid")}
 	if _, err := f.kubeClient.CoreV1().ConfigMaps(testNamespace).Update(t.Context(), taken, metav1.UpdateOptions{}); err != nil {
@@ -358,16 +357,19 @@ func TestSyncRepairLeavesAConfigMapThatChangedHands(t *testing.T) {
 	}
 	f.clearActions()
 
-	err := f.sync("demo")
+	res, err := f.syncResult("demo")
 
-	if err == nil || !strings.Contains(err.Error(), "changed since it was cached") {
-		t.Errorf("sync: got %v, want an error saying the ConfigMap changed since it was cached", err)
+	if err != nil || res.RequeueAfter != time.Minute {
+		t.Errorf("sync: got %+v, %v; want RequeueAfter 1m (the conflict recheck) and no error", res, err)
 	}
-	f.expectNoWrites()
+	if n := len(filterActions(f.kubeClient.Actions(), "update", "configmaps", "-")); n != 0 {
+		t.Errorf("ConfigMap updates: got %d, want 0", n)
+	}
 	if got := f.mustGetConfigMap("demo"); got.Data[TitleKey] != "edited" || !metav1.IsControlledBy(got, &webappv1.Book{ObjectMeta: metav1.ObjectMeta{UID: "other-uid"}}) {
 		t.Errorf("the ConfigMap somebody else controls was changed: %+v", got)
 	}
-	f.expectEvents()
+	f.expectReady("demo", metav1.ConditionFalse, ReasonConfigMapConflict)
+	f.expectEvents(eventConflict + "demo")
 }
 
 // TestSyncRepairsLabelStrippedConfigMap: somebody removed our labels, so the

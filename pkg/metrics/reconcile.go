@@ -11,6 +11,10 @@ const (
 	// ResultConflict is a 409 from the API server: our cache was behind and
 	// the key is retried; not an error worth alerting on.
 	ResultConflict = "conflict"
+	// ResultRequeueAfter is a success that asked to be looked at again
+	// later (controller.Result.RequeueAfter), controller-runtime's
+	// "requeue_after".
+	ResultRequeueAfter = "requeue_after"
 )
 
 // Reconcile metrics, labelled by controller name.
@@ -18,7 +22,7 @@ var (
 	// ReconcileTotal counts syncs by result.
 	ReconcileTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "book_controller_reconcile_total",
-		Help: "Total number of syncs per controller, by result (success, error, conflict).",
+		Help: "Total number of syncs per controller, by result (success, requeue_after, error, conflict).",
 	}, []string{"controller", "result"})
 	// ReconcileErrors counts syncs that returned an error (conflicts excluded).
 	ReconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -56,7 +60,7 @@ func registerReconcileMetrics() {
 // InitController creates a controller's series at zero, so they are exported,
 // and rate() over them works, before its first sync.
 func InitController(name string) {
-	for _, result := range []string{ResultSuccess, ResultError, ResultConflict} {
+	for _, result := range []string{ResultSuccess, ResultRequeueAfter, ResultError, ResultConflict} {
 		ReconcileTotal.WithLabelValues(name, result)
 	}
 	ReconcileErrors.WithLabelValues(name)

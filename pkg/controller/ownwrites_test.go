@@ -6,50 +6,54 @@ import (
 	"sync"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
 
-// newTestConsistencyStore returns a store judged by two real informer
-// stores, positioned with Bookmark as a watch would position them.
-func newTestConsistencyStore() (*consistencyStore, cache.Store, cache.Store) {
+// newTestOwnWrites returns a tracker judged by two real informer stores,
+// positioned with Bookmark as a watch would position them. The Books it
+// releases to the queue are counted in released.
+func newTestOwnWrites() (*ownWrites, cache.Store, cache.Store) {
 	books := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	configMaps := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	return newConsistencyStore(map[schema.GroupResource]storeVersion{
-		booksResource:      books,
-		configMapsResource: configMaps,
-	}), books, configMaps
+	return newOwnWrites(books, configMaps, func(cache.ObjectName) {}), books, configMaps
 }
 
-func expectCachesReady(t *testing.T, s *consistencyStore, key cache.ObjectName) {
+// releases makes w count the Books it releases to the queue.
+func releases(w *ownWrites) *int {
+	n := new(int)
+	w.release = func(cache.ObjectName) { *n++ }
+	return n
+}
+
+func expectCachesReady(t *testing.T, s *ownWrites, key cache.ObjectName) {
 	t.Helper()
-	if err := s.EnsureReady(key); err != nil {
-		t.Fatalf("EnsureReady(%v): %v, want ready", key, err)
+	if err := s.CacheBehind(key); err != nil {
+		t.Fatalf("CacheBehind(%v): %v, want ready", key, err)
 	}
 }
 
-func expectCachesStale(t *testing.T, s *consistencyStore, key cache.ObjectName, resource schema.GroupResource, written, read string) {
+func expectCachesStale(t *testing.T, s *ownWrites, key cache.ObjectName, resource resource, written, read string) {
 	t.Helper()
-	err := s.EnsureReady(key)
+	err := s.CacheBehind(key)
 	var stale *staleCacheError
 	if !errors.As(err, &stale) {
-		t.Fatalf("EnsureReady(%v): %v, want a *staleCacheError", key, err)
+		t.Fatalf("CacheBehind(%v): %v, want a *staleCacheError", key, err)
 	}
 	want := staleCacheError{Resource: resource, Written: written, Read: read}
 	if *stale != want {
-		t.Errorf("EnsureReady(%v): %+v, want %+v", key, *stale, want)
+		t.Errorf("CacheBehind(%v): %+v, want %+v", key, *stale, want)
 	}
 }
 
-func TestConsistencyStoreWaitsUntilTheStoreReachesTheWrite(t *testing.T) {
-	s, books, _ := newTestConsistencyStore()
+func TestOwnWritesWaitsUntilTheStoreReachesTheWrite(t *testing.T) {
+	s, books, _ := newTestOwnWrites()
 	key := bookKey("demo")
 	books.Bookmark("5")
 
 	expectCachesReady(t, s, key) // nothing written
 
-	s.WroteAt(key, "uid-demo", booksResource, "10")
+	s.wrote(key, "uid-demo", booksResource, "10")
 	expectCachesStale(t, s, key, booksResource, "10", "5")
 	books.Bookmark("9")
 	expectCachesStale(t, s, key, booksResource, "10", "9")
@@ -64,14 +68,14 @@ func TestConsistencyStoreWaitsUntilTheStoreReachesTheWrite(t *testing.T) {
 	expectCachesReady(t, s, key)
 }
 
-func TestConsistencyStoreNeedsEveryResource(t *testing.T) {
-	s, books, configMaps := newTestConsistencyStore()
+func TestOwnWritesNeedsEveryResource(t *testing.T) {
+	s, books, configMaps := newTestOwnWrites()
 	key := bookKey("demo")
 	books.Bookmark("100")
 	configMaps.Bookmark("100")
 
-	s.WroteAt(key, "uid-demo", configMapsResource, "101")
-	s.WroteAt(key, "uid-demo", booksResource, "102")
+	s.wrote(key, "uid-demo", configMapsResource, "101")
+	s.wrote(key, "uid-demo", booksResource, "102")
 	books.Bookmark("102")
 	expectCachesStale(t, s, key, configMapsResource, "101", "100")
 
@@ -79,87 +83,85 @@ func TestConsistencyStoreNeedsEveryResource(t *testing.T) {
 	expectCachesReady(t, s, key)
 }
 
-func TestConsistencyStoreKeepsTheNewestWrite(t *testing.T) {
-	s, books, _ := newTestConsistencyStore()
+func TestOwnWritesKeepsTheNewestWrite(t *testing.T) {
+	s, books, _ := newTestOwnWrites()
 	key := bookKey("demo")
-	s.WroteAt(key, "uid-demo", booksResource, "20")
-	s.WroteAt(key, "uid-demo", booksResource, "15") // older: ignored
+	s.wrote(key, "uid-demo", booksResource, "20")
+	s.wrote(key, "uid-demo", booksResource, "15") // older: ignored
 	books.Bookmark("15")
 	expectCachesStale(t, s, key, booksResource, "20", "15")
-	s.WroteAt(key, "uid-demo", booksResource, "30")
+	s.wrote(key, "uid-demo", booksResource, "30")
 	books.Bookmark("20")
 	expectCachesStale(t, s, key, booksResource, "30", "20")
 }
 
-func TestConsistencyStoreKeysByBookAndUID(t *testing.T) {
-	s, books, configMaps := newTestConsistencyStore()
+func TestOwnWritesKeysByBookAndUID(t *testing.T) {
+	s, books, configMaps := newTestOwnWrites()
 	demo, other := bookKey("demo"), bookKey("other")
 	books.Bookmark("1")
 	configMaps.Bookmark("1")
 
-	s.WroteAt(demo, "uid-1", booksResource, "10")
-	s.WroteAt(other, "uid-other", booksResource, "11")
+	s.wrote(demo, "uid-1", booksResource, "10")
+	s.wrote(other, "uid-other", booksResource, "11")
 
 	// A Book of the same name with another UID starts afresh: the earlier
 	// Book's writes are dropped.
-	s.WroteAt(demo, "uid-2", configMapsResource, "12")
+	s.wrote(demo, "uid-2", configMapsResource, "12")
 	expectCachesStale(t, s, demo, configMapsResource, "12", "1")
 	configMaps.Bookmark("12")
 	expectCachesReady(t, s, demo)
 
-	// Clear with another UID keeps the record; with its UID or "" drops it.
+	// Forget drops the record: the Book is gone.
 	expectCachesStale(t, s, other, booksResource, "11", "1")
-	s.Clear(other, "uid-not-this")
-	expectCachesStale(t, s, other, booksResource, "11", "1")
-	s.Clear(other, "uid-other")
-	expectCachesReady(t, s, other)
-
-	s.WroteAt(other, "uid-other", booksResource, "13")
-	s.Clear(other, "")
+	s.Forget(other)
 	expectCachesReady(t, s, other)
 }
 
-// TestConsistencyStoreGoesAheadWhenItCannotTell: the guard only saves
+// TestOwnWritesGoesAheadWhenItCannotTell: the guard only saves
 // requests, so whatever cannot be compared must not hold a Book for ever.
-func TestConsistencyStoreGoesAheadWhenItCannotTell(t *testing.T) {
+func TestOwnWritesGoesAheadWhenItCannotTell(t *testing.T) {
 	tests := []struct {
 		name     string
-		resource schema.GroupResource
+		resource resource
 		written  string
 		read     string // "" leaves the store without a resourceVersion
+		noStore  bool   // the tracker has no store for the resource
 	}{
-		{"store that cannot say (client-go's AtomicFIFO off, or never synced)", booksResource, "10", ""},
-		{"written resourceVersion that is not a number", booksResource, "abc", "5"},
-		{"store resourceVersion that is not a number", booksResource, "10", "abc"},
-		{"resource without a store", schema.GroupResource{Resource: "secrets"}, "10", "5"},
+		{"store that cannot say (client-go's AtomicFIFO off, or never synced)", booksResource, "10", "", false},
+		{"written resourceVersion that is not a number", booksResource, "abc", "5", false},
+		{"store resourceVersion that is not a number", booksResource, "10", "abc", false},
+		{"resource without a store", booksResource, "10", "5", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, books, _ := newTestConsistencyStore()
+			s, books, _ := newTestOwnWrites()
+			if tt.noStore {
+				s.stores[tt.resource] = nil
+			}
 			if tt.read != "" {
 				books.Bookmark(tt.read)
 			}
-			s.WroteAt(bookKey("demo"), "uid-demo", tt.resource, tt.written)
+			s.wrote(bookKey("demo"), "uid-demo", tt.resource, tt.written)
 			expectCachesReady(t, s, bookKey("demo"))
 		})
 	}
 }
 
-// TestConsistencyStoreConcurrentUse is for the race detector: workers sync
+// TestOwnWritesConcurrentUse is for the race detector: workers sync
 // different Books at once.
-func TestConsistencyStoreConcurrentUse(t *testing.T) {
-	s, books, configMaps := newTestConsistencyStore()
+func TestOwnWritesConcurrentUse(t *testing.T) {
+	s, books, configMaps := newTestOwnWrites()
 	var wg sync.WaitGroup
 	for i := range 32 {
 		key := bookKey(fmt.Sprintf("book-%d", i))
 		uid := types.UID(fmt.Sprintf("uid-%d", i))
 		wg.Go(func() {
 			for rv := 1; rv <= 100; rv++ {
-				s.WroteAt(key, uid, configMapsResource, fmt.Sprint(rv))
-				s.WroteAt(key, uid, booksResource, fmt.Sprint(rv))
-				_ = s.EnsureReady(key)
+				s.wrote(key, uid, configMapsResource, fmt.Sprint(rv))
+				s.wrote(key, uid, booksResource, fmt.Sprint(rv))
+				_ = s.CacheBehind(key)
 			}
-			s.Clear(key, uid)
+			s.Forget(key)
 		})
 	}
 	for rv := 1; rv <= 100; rv++ {
@@ -173,45 +175,45 @@ func TestConsistencyStoreConcurrentUse(t *testing.T) {
 }
 
 func TestEchoOfOwnWritesEndsTheRecord(t *testing.T) {
-	s, _, _ := newTestConsistencyStore()
+	s, _, _ := newTestOwnWrites()
 	key := bookKey("demo")
-	s.WroteAt(key, "uid-demo", configMapsResource, "101")
-	s.WroteAt(key, "uid-demo", booksResource, "102")
+	s.wrote(key, "uid-demo", configMapsResource, "101")
+	s.wrote(key, "uid-demo", booksResource, "102")
 
-	if s.Echo(key, booksResource, "101") {
+	if s.IsEcho(key, booksResource, "101") {
 		t.Error("a Book event at the ConfigMap's resourceVersion counted as the echo of our status write")
 	}
-	if !s.Echo(key, booksResource, "102") {
+	if !s.IsEcho(key, booksResource, "102") {
 		t.Error("the Book event at our status write's resourceVersion is not taken for its echo")
 	}
-	if len(s.owners) != 1 {
-		t.Fatalf("record dropped while the ConfigMap's echo is still to come: %v", s.owners)
+	if len(s.books) != 1 {
+		t.Fatalf("record dropped while the ConfigMap's echo is still to come: %v", s.books)
 	}
-	if !s.Echo(key, configMapsResource, "101") {
+	if !s.IsEcho(key, configMapsResource, "101") {
 		t.Error("the ConfigMap event at our create's resourceVersion is not taken for its echo")
 	}
-	if len(s.owners) != 0 {
-		t.Errorf("records left after both echoes: %v", s.owners)
+	if len(s.books) != 0 {
+		t.Errorf("records left after both echoes: %v", s.books)
 	}
 	// The same resourceVersion again (a relist replaying it) is no echo of
 	// anything recorded any more.
-	if s.Echo(key, configMapsResource, "101") {
+	if s.IsEcho(key, configMapsResource, "101") {
 		t.Error("an event with no write recorded counted as an echo")
 	}
 }
 
 func TestEchoAfterADeferredSyncRequeues(t *testing.T) {
-	s, books, _ := newTestConsistencyStore()
+	s, books, _ := newTestOwnWrites()
 	key := bookKey("demo")
 	books.Bookmark("5")
-	s.WroteAt(key, "uid-demo", booksResource, "10")
+	s.wrote(key, "uid-demo", booksResource, "10")
 	expectCachesStale(t, s, key, booksResource, "10", "5") // the sync is deferred
 
-	if s.Echo(key, booksResource, "10") {
+	if s.IsEcho(key, booksResource, "10") {
 		t.Error("the echo a deferred sync waits for was swallowed; the Book would never sync again")
 	}
-	if len(s.owners) != 0 {
-		t.Errorf("record left after its write was delivered: %v", s.owners)
+	if len(s.books) != 0 {
+		t.Errorf("record left after its write was delivered: %v", s.books)
 	}
 }
 
@@ -232,32 +234,32 @@ func TestEventsDuringAWriteAreJudgedWhenItEnds(t *testing.T) {
 		{name: "write refused after a change was heard", events: []string{"29"}, failed: true, wantRequeue: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s, books, _ := newTestConsistencyStore()
-			s.BeginWrite(key, "uid-demo", booksResource)
+			s, books, _ := newTestOwnWrites()
+			released := releases(s)
+			s.begin(key, "uid-demo", booksResource)
 			for _, rv := range tt.events {
-				if !s.Echo(key, booksResource, rv) {
+				if !s.IsEcho(key, booksResource, rv) {
 					t.Errorf("event at %s during the write was not held back", rv)
 				}
 			}
-			var requeue bool
 			if tt.failed {
-				requeue = s.WriteFailed(key, booksResource)
+				s.failed(key, booksResource)
 			} else {
-				requeue = s.WroteAt(key, "uid-demo", booksResource, tt.writtenAt)
+				s.wrote(key, "uid-demo", booksResource, tt.writtenAt)
 			}
-			if requeue != tt.wantRequeue {
-				t.Errorf("requeue = %v, want %v", requeue, tt.wantRequeue)
+			if requeued := *released == 1; requeued != tt.wantRequeue || *released > 1 {
+				t.Errorf("Book released to the queue %d times, want requeue %v", *released, tt.wantRequeue)
 			}
 			// Nothing is held back once the write has ended.
-			if s.Echo(key, booksResource, "99") {
+			if s.IsEcho(key, booksResource, "99") {
 				t.Error("an event after the write ended was held back")
 			}
 			// Only a write whose echo has not been heard is waited for.
 			books.Bookmark("1")
-			err := s.EnsureReady(key)
+			err := s.CacheBehind(key)
 			echoHeard := len(tt.events) == 1 && tt.events[0] == tt.writtenAt
 			if waits := err != nil; waits != (!tt.failed && !echoHeard) {
-				t.Errorf("EnsureReady = %v with the store behind", err)
+				t.Errorf("CacheBehind = %v with the store behind", err)
 			}
 		})
 	}

@@ -1,9 +1,8 @@
-package manager
+package controller
 
 import (
 	"bytes"
 	"fmt"
-	"runtime"
 	"strconv"
 	"testing"
 
@@ -16,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
-	"ydzs.io/book-controller/pkg/controller"
 	bookscheme "ydzs.io/book-controller/pkg/generated/clientset/versioned/scheme"
 )
 
@@ -25,7 +23,7 @@ import (
 // sends it (Book as JSON, ConfigMap as protobuf, both with managedFields),
 // decoded as the clients decode it, put through the informers' transform and
 // added to an indexer as the informer's: ours without the namespace index
-// (NewInformerFactories), controller-runtime's with it. It
+// (pkg/manager's NewInformerFactories), controller-runtime's with it. It
 // reports heap bytes per cached object, the figure that the cache's share of
 // the controller's memory grows by. B/ConfigMap is what the controller's
 // projection keeps; B/whole-ConfigMap what a cache of whole ConfigMaps
@@ -33,7 +31,7 @@ import (
 // controller-runtime transform could keep at best, whose cache must hold
 // ConfigMaps: one with only the fields the sync reads (trimConfigMap):
 //
-//	go test ./pkg/manager -run '^$' -bench CachedObjectBytes -benchtime 3x
+//	go test ./pkg/controller -run '^$' -bench CachedObjectBytes -benchtime 3x
 func BenchmarkCachedObjectBytes(b *testing.B) {
 	const n = 10000
 	books, configMaps := encodedObjects(b, n)
@@ -49,8 +47,8 @@ func BenchmarkCachedObjectBytes(b *testing.B) {
 	}
 	var bookBytes, cmBytes, wholeCMBytes, trimmedCMBytes float64
 	for range b.N {
-		bookBytes += cachedBytes(b, books, decodeBook, controller.BookTransform(), cache.Indexers{})
-		cmBytes += cachedBytes(b, configMaps, decodeCM, controller.ProjectConfigMap, cache.Indexers{})
+		bookBytes += cachedBytes(b, books, decodeBook, newBookCompactor().transform, cache.Indexers{})
+		cmBytes += cachedBytes(b, configMaps, decodeCM, projectOnly, cache.Indexers{})
 		wholeCMBytes += cachedBytes(b, configMaps, decodeCM, dropManagedFields, namespaceIndex)
 		trimmedCMBytes += cachedBytes(b, configMaps, decodeCM, trimConfigMap, namespaceIndex)
 	}
@@ -58,6 +56,15 @@ func BenchmarkCachedObjectBytes(b *testing.B) {
 	b.ReportMetric(cmBytes/float64(b.N), "B/ConfigMap")
 	b.ReportMetric(wholeCMBytes/float64(b.N), "B/whole-ConfigMap")
 	b.ReportMetric(trimmedCMBytes/float64(b.N), "B/trimmed-ConfigMap")
+}
+
+// projectOnly is the ConfigMap cache's transform without the strings it
+// shares with the cached Book (no Book cache here).
+func projectOnly(obj any) (any, error) {
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		return projectConfigMap(cm), nil
+	}
+	return obj, nil
 }
 
 // namespaceIndex is the index controller-runtime's informers keep.
@@ -85,7 +92,7 @@ func trimConfigMap(obj any) (any, error) {
 	trimmed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name: cm.Name, Namespace: cm.Namespace, ResourceVersion: cm.ResourceVersion, DeletionTimestamp: cm.DeletionTimestamp,
 	}, Data: cm.Data, BinaryData: cm.BinaryData}
-	for _, k := range []string{controller.ManagedByLabel, controller.BookLabel} {
+	for _, k := range []string{ManagedByLabel, BookLabel} {
 		if v, ok := cm.Labels[k]; ok {
 			if trimmed.Labels == nil {
 				trimmed.Labels = map[string]string{}
@@ -125,13 +132,6 @@ func cachedBytes(b *testing.B, encoded [][]byte, decode func([]byte) (any, error
 	return float64(after-before) / float64(len(encoded))
 }
 
-func liveHeap() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // encodedObjects returns n converged Books and their ConfigMaps as the API
 // server would send them in one namespace.
 func encodedObjects(b *testing.B, n int) (books, configMaps [][]byte) {
@@ -151,26 +151,26 @@ func encodedObjects(b *testing.B, n int) (books, configMaps [][]byte) {
 				ManagedFields: []metav1.ManagedFieldsEntry{
 					{Manager: "bench", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "webapp.ydzs.io/v1", Time: &now,
 						FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{".":{},"f:price":{},"f:title":{}}}`)}},
-					{Manager: controller.FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "webapp.ydzs.io/v1", Time: &now,
+					{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "webapp.ydzs.io/v1", Time: &now,
 						FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{".":{},"f:conditions":{},"f:configMapName":{},"f:observedGeneration":{}}}`)},
 						Subresource: "status"},
 				}},
 			Spec:   webappv1.BookSpec{Title: "Book number " + strconv.Itoa(i), Price: int32(i % 1000)},
 			Status: webappv1.BookStatus{ObservedGeneration: 1, ConfigMapName: name},
 		}
-		meta.SetStatusCondition(&book.Status.Conditions, metav1.Condition{Type: controller.ConditionReady,
-			Status: metav1.ConditionTrue, Reason: controller.ReasonConfigMapReady, ObservedGeneration: 1,
+		meta.SetStatusCondition(&book.Status.Conditions, metav1.Condition{Type: ConditionReady,
+			Status: metav1.ConditionTrue, Reason: ReasonConfigMapReady, ObservedGeneration: 1,
 			Message: fmt.Sprintf("ConfigMap %s holds the current spec", name), LastTransitionTime: now})
 		cm := &corev1.ConfigMap{
 			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(fmt.Sprintf("00000000-0000-4000-9000-%012d", i)),
 				ResourceVersion: strconv.Itoa(100001 + 2*i), CreationTimestamp: now,
-				Labels:          map[string]string{controller.ManagedByLabel: controller.ManagedByValue, controller.BookLabel: name},
+				Labels:          map[string]string{ManagedByLabel: ManagedByValue, BookLabel: name},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "webapp.ydzs.io/v1", Kind: "Book", Name: name, UID: bookUID, Controller: &yes, BlockOwnerDeletion: &yes}},
-				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: controller.FieldManager, Operation: metav1.ManagedFieldsOperationUpdate,
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate,
 					APIVersion: "v1", Time: &now, FieldsType: "FieldsV1",
 					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{".":{},"f:price":{},"f:title":{}},"f:metadata":{"f:labels":{".":{},"f:app.kubernetes.io/managed-by":{},"f:webapp.ydzs.io/book":{}},"f:ownerReferences":{".":{},"k:{\"uid\":\"x\"}":{}}}}`)}}}},
-			Data: map[string]string{controller.TitleKey: book.Spec.Title, controller.PriceKey: strconv.Itoa(int(book.Spec.Price))},
+			Data: map[string]string{TitleKey: book.Spec.Title, PriceKey: strconv.Itoa(int(book.Spec.Price))},
 		}
 		var buf bytes.Buffer
 		if err := bookEncoder.Encode(book, &buf); err != nil {
