@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/apis/apiserver"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
@@ -62,37 +63,46 @@ func AuthFilter(logger klog.Logger, authn authenticationv1.AuthenticationV1Inter
 	if err != nil {
 		return nil, fmt.Errorf("metrics authorization: %w", err)
 	}
-
 	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			resp, ok, err := authenticator.AuthenticateRequest(req)
-			if err != nil || !ok {
-				if err != nil {
-					// A bad or expired token, or a TokenReview the API
-					// server refused (missing RBAC): the error tells which.
-					logger.Info("Metrics request not authenticated", "remote", req.RemoteAddr, "err", err)
-				}
-				http.Error(w, "Unauthorized", http.StatusUnauthorized)
-				return
-			}
-			attrs := authorizer.AttributesRecord{
-				User:            resp.User,
-				Verb:            strings.ToLower(req.Method),
-				Path:            req.URL.Path,
-				ResourceRequest: false,
-			}
-			decision, reason, err := authz8r.Authorize(req.Context(), attrs)
-			if err != nil {
-				logger.Error(err, "Metrics request: SubjectAccessReview failed", "user", resp.User.GetName())
-				http.Error(w, "Authorization check failed", http.StatusInternalServerError)
-				return
-			}
-			if decision != authorizer.DecisionAllow {
-				logger.V(2).Info("Metrics request forbidden", "user", resp.User.GetName(), "path", req.URL.Path, "reason", reason)
-				http.Error(w, fmt.Sprintf("Forbidden: user %q may not %s %s", resp.User.GetName(), attrs.Verb, req.URL.Path), http.StatusForbidden)
-				return
-			}
-			next.ServeHTTP(w, req)
-		})
+		return &authFilter{logger: logger, authn: authenticator, authz: authz8r, next: next}
 	}, nil
+}
+
+// authFilter is the handler AuthFilter puts in front of next.
+type authFilter struct {
+	logger klog.Logger
+	authn  authenticator.Request
+	authz  authorizer.Authorizer
+	next   http.Handler
+}
+
+func (f *authFilter) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	resp, ok, err := f.authn.AuthenticateRequest(req)
+	if err != nil || !ok {
+		if err != nil {
+			// A bad or expired token, or a TokenReview the API server
+			// refused (missing RBAC): the error tells which.
+			f.logger.Info("Metrics request not authenticated", "remote", req.RemoteAddr, "err", err)
+		}
+		http.Error(w, "Unauthorized", http.StatusUnauthorized)
+		return
+	}
+	attrs := authorizer.AttributesRecord{
+		User:            resp.User,
+		Verb:            strings.ToLower(req.Method),
+		Path:            req.URL.Path,
+		ResourceRequest: false,
+	}
+	decision, reason, err := f.authz.Authorize(req.Context(), attrs)
+	if err != nil {
+		f.logger.Error(err, "Metrics request: SubjectAccessReview failed", "user", resp.User.GetName())
+		http.Error(w, "Authorization check failed", http.StatusInternalServerError)
+		return
+	}
+	if decision != authorizer.DecisionAllow {
+		f.logger.V(2).Info("Metrics request forbidden", "user", resp.User.GetName(), "path", req.URL.Path, "reason", reason)
+		http.Error(w, fmt.Sprintf("Forbidden: user %q may not %s %s", resp.User.GetName(), attrs.Verb, req.URL.Path), http.StatusForbidden)
+		return
+	}
+	f.next.ServeHTTP(w, req)
 }
