@@ -108,7 +108,7 @@ func (t *tuning) applyToCache(o *cache.Options, cfg *rest.Config) error {
 // applyToClient turns on read-your-writes for the manager's client: a
 // reconcile started by the watch event of one of our own writes then reads
 // the object as written, not the older copy the cache may still hold, which
-// is what book-controller's consistency store achieves.
+// is what book-controller's own-write tracker (pkg/controller ownWrites) achieves.
 func (t *tuning) applyToClient(o *client.Options) {
 	if t.readYourWrites {
 		on := true

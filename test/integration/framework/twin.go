@@ -4,7 +4,7 @@ package framework
 // (examples/controller-runtime) each lever controller-runtime offers that
 // book-controller also pulls: managedFields stripped from the cache, only
 // labelled ConfigMaps cached, reads that wait for the process's own writes
-// (as our consistency store does), status written without a resourceVersion
+// (as our own-write tracker, pkg/controller ownWrites, does), status written without a resourceVersion
 // precondition, Events over eventQPS (burst eventBurst) dropped, a
 // connection for the cache's watches apart from the writes', Book updates
 // that leave the generation alone (the echo of its status write among them)

@@ -98,7 +98,7 @@ type BookReconciler struct {
 	// metadata.generation as it was (a status write, our own included, or a
 	// label change) reconciles nothing. It is controller-runtime's way to
 	// skip the echo of the status it writes; book-controller skips exactly
-	// its own writes' echoes instead (pkg/controller consistencyStore.Echo).
+	// its own writes' echoes instead (pkg/controller ownWrites.IsEcho).
 	GenerationChangedOnly bool
 }
 
