@@ -13,7 +13,7 @@
 #    they reuse the packages
 #    that `make demo`, `make build` and kube-apiserver's build compiled.
 #    -race on them found nothing that the unit packages' -race does not; see
-#    README, Tests.
+#    docs/development.md, Tests.
 #    They always run (-count=1), in one `go test` so that its two lanes stay
 #    busy (parity alone takes as long as the others together): Go's test
 #    cache cannot see what the binaries they start were built from, so a

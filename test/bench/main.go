@@ -279,7 +279,7 @@ func (e *env) build(ctx context.Context) error {
 		logf("building %s", b.out)
 		// -tags grpcnotrace as the Dockerfile builds ours: both binaries
 		// link gRPC (through k8s.io/apiserver's metrics authentication),
-		// which without it doubles them (see the README).
+		// which without it doubles them (see docs/deploy.md).
 		cmd := exec.CommandContext(ctx, "go", "build", "-tags", "grpcnotrace", "-trimpath", "-gcflags=all=-dwarf=false", "-o", b.out, b.pkg)
 		cmd.Dir = b.dir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
