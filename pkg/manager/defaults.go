@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"ydzs.io/book-controller/pkg/controller"
+	"ydzs.io/book-controller/pkg/leader"
 )
 
 // The defaults of every setting, with the reason for each. The flags of
@@ -109,10 +110,10 @@ func withDefaults(cfg Config) Config {
 		le.ID = DefaultLeaderElectionID
 	}
 	if le.Namespace == "" {
-		le.Namespace = podNamespace()
+		le.Namespace = leader.PodNamespace()
 	}
 	if le.Identity == "" {
-		le.Identity = defaultIdentity()
+		le.Identity = leader.DefaultIdentity()
 	}
 	if le.LeaseDuration == 0 {
 		le.LeaseDuration = DefaultLeaseDuration

@@ -12,13 +12,13 @@ import (
 
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"ydzs.io/book-controller/pkg/controller"
 	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions"
+	"ydzs.io/book-controller/pkg/leader"
 	"ydzs.io/book-controller/pkg/metrics"
 )
 
@@ -67,6 +67,32 @@ type Config struct {
 	// means no limit.
 	EventQPS   float32
 	EventBurst int
+}
+
+// ErrLeaderElectionLost is wrapped by Run's error when this process stopped
+// holding the Lease without being asked to: it must exit, so that it
+// restarts as a standby with fresh caches.
+var ErrLeaderElectionLost = leader.ErrLost
+
+// LeaderElection configures leader election on a coordination.k8s.io Lease.
+type LeaderElection struct {
+	// Enabled turns leader election on; off, the process always works.
+	Enabled bool
+	// Namespace holds the Lease. Empty means the namespace the pod runs in,
+	// or "default" outside a cluster.
+	Namespace string
+	// ID is the Lease's name.
+	ID string
+	// Identity names this replica in the Lease and in its user agent;
+	// empty means hostname_uuid.
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's; see
+	// k8s.io/client-go/tools/leaderelection. This process also stops
+	// writing, and exits, once RenewDeadline has passed since it sent its
+	// last successful renewal (see pkg/leader's Fence).
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
 }
 
 // Run checks that the API server is usable, starts the informers and the
@@ -138,19 +164,19 @@ type manager struct {
 	cfg   Config
 	clock clock.WithDelayedExecution
 
-	clients     *clients
-	fence       *writeFence // nil without leader election
-	lock        *fencingLock
+	clients *clients
+	// elector runs the controller while the process holds the Lease; nil
+	// without leader election, and with shards (each slot has its own).
+	elector     *leader.Elector
 	metrics     *managerMetrics
 	kubeFactory kubeinformers.SharedInformerFactory
 	bookFactory bookinformers.SharedInformerFactory
 	controller  *controller.Controller
-	// With shards: a slot per shard, the Event token bucket they share,
-	// and the configuration their fenced writers start from.
+	// With shards: a slot per shard, and the Event token bucket they
+	// share.
 	shards       []Shard
 	slots        []*shardSlot
 	eventLimiter flowcontrol.RateLimiter
-	writeBase    *rest.Config
 	// stops undo the steps, last first; each returns once what it stops
 	// has stopped.
 	stops []func()
@@ -173,31 +199,42 @@ func (m *manager) stop() {
 func (m *manager) connect(context.Context) error {
 	m.metrics = newManagerMetrics()
 	le := m.cfg.LeaderElection
-	var fence func(*rest.Config) *rest.Config
-	if m.sharded() {
-		// Each shard held writes through clients and a fence of its own;
-		// the process-wide writing clients go unused.
-		m.planShards()
-	} else if le.Enabled {
-		m.fence = newWriteFence(le.RenewDeadline, m.clock, m.metrics.fenced, nil)
-		fence = m.fence.wrap
-	}
-	c, err := newClients(m.cfg.RESTConfig, userAgent(m.cfg.RESTConfig.UserAgent, le.Identity), fence)
+	c, err := newClients(m.cfg.RESTConfig, userAgent(m.cfg.RESTConfig.UserAgent, le.Identity))
 	if err != nil {
 		return err
 	}
 	m.clients = c
 	m.onStop(c.close)
-	if m.fence != nil {
-		m.fence.conns = c.writers
-		lock := &resourcelock.LeaseLock{
-			Client:     c.leases,
-			LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
-		}
-		lock.LeaseMeta.Namespace, lock.LeaseMeta.Name = le.Namespace, le.ID
-		m.lock = &fencingLock{Interface: lock, fence: m.fence, clock: m.clock}
+	if m.sharded() {
+		// Each shard held writes through clients and a fence of its own.
+		m.planShards()
+		return nil
 	}
+	var fence *leader.Fence
+	if le.Enabled {
+		if m.elector, err = leader.New(m.leaseConfig(le.ID, exitAfterLoss), c.leases); err != nil {
+			return err
+		}
+		fence = m.elector.Fence()
+	}
+	w, err := newWriters(c.base, fence)
+	if err != nil {
+		return err
+	}
+	m.clients.kube, m.clients.books = w.kube, w.books
+	m.onStop(w.conns.CloseAll)
 	return nil
+}
+
+// leaseConfig is the leader election of the Lease name, ending a loss's
+// error with afterLoss.
+func (m *manager) leaseConfig(name, afterLoss string) leader.Config {
+	le := m.cfg.LeaderElection
+	return leader.Config{
+		Namespace: le.Namespace, Name: name, Identity: le.Identity,
+		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
+		AfterLoss: afterLoss, Refused: m.metrics.fenced, Clock: m.clock,
+	}
 }
 
 // preflight turns the usual ways of being misconfigured into one sentence
@@ -256,8 +293,8 @@ func (m *manager) serveEndpoints(ctx context.Context) error {
 	} else {
 		leading := func() bool { return true }
 		healthy = func() error { return nil }
-		if m.fence != nil {
-			leading, healthy = m.fence.isLeading, m.fence.healthy
+		if m.elector != nil {
+			leading, healthy = m.elector.Fence().Leading, m.elector.Fence().Healthy
 		}
 		synced = m.controller.HasSynced
 		m.metrics.watch(m.cfg.LeaderElection.ID, leading, m.bookFactory.Webapp().V1().Books().Lister())
@@ -318,9 +355,19 @@ func (m *manager) work(ctx context.Context) error {
 	if !le.Enabled {
 		return m.controller.Run(ctx, m.cfg.Workers)
 	}
-	l := &leader{le: le, lock: m.lock, fence: m.fence, controller: m.controller, workers: m.cfg.Workers, afterLoss: exitAfterLoss}
-	return l.run(ctx)
+	return m.elector.Run(ctx, controllerWork{m.controller, m.cfg.Workers})
 }
+
+// controllerWork is the controller as the elector runs it.
+type controllerWork struct {
+	*controller.Controller
+	workers int
+}
+
+func (w controllerWork) Run(ctx context.Context) error { return w.Controller.Run(ctx, w.workers) }
+
+// exitAfterLoss is what a process without shards does after a loss.
+const exitAfterLoss = "another replica may be syncing Books now; exiting so that this one restarts as a standby"
 
 func namespaceOrAll(ns string) string {
 	if ns == "" {

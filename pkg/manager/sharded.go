@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"sync"
 
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+
+	"ydzs.io/book-controller/pkg/leader"
 )
 
 // With Config.Shards > 1 the Books are split by namespace hash into that
@@ -28,7 +28,7 @@ type shardSlot struct {
 
 	mu sync.Mutex
 	// fence and work are those of the current attempt; nil between two.
-	fence *writeFence
+	fence *leader.Fence
 	work  *shardWork
 }
 
@@ -42,56 +42,44 @@ func (s *shardSlot) run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	for {
 		err := s.attempt(ctx)
-		if ctx.Err() != nil || !errors.Is(err, ErrLeaderElectionLost) {
+		if ctx.Err() != nil || !errors.Is(err, leader.ErrLost) {
 			return err
 		}
 		logger.Info("Lost a shard; standing by for it again", "shard", s.shard.Index, "err", err)
 	}
 }
 
-// attempt is one life of the shard in this replica: a fresh fence, fenced
-// clients and Lease lock, a leader elector that waits for its turn (the
-// gate), then the shard's work until ctx ends or the Lease is lost.
+// attempt is one life of the shard in this replica: a fresh elector and
+// fence, fenced clients, a Lease lock that waits for its turn (the gate),
+// then the shard's work until ctx ends or the Lease is lost.
 func (s *shardSlot) attempt(ctx context.Context) error {
 	m := s.m
-	le := m.cfg.LeaderElection
-	le.ID = ShardLeaseName(le.ID, s.shard.Index)
-	fence := newWriteFence(le.RenewDeadline, m.clock, m.metrics.fenced, nil)
-	w, err := newWriters(m.writeBase, fence.wrap)
+	cfg := m.leaseConfig(ShardLeaseName(m.cfg.LeaderElection.ID, s.shard.Index), afterShardLoss)
+	cfg.Gate = s.turn
+	elector, err := leader.New(cfg, m.clients.leases)
 	if err != nil {
 		return err
 	}
-	fence.conns = w.conns
-	defer w.conns.CloseAll()
-	lock := &resourcelock.LeaseLock{
-		Client:     m.clients.leases,
-		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
+	w, err := newWriters(m.clients.base, elector.Fence())
+	if err != nil {
+		return err
 	}
-	lock.LeaseMeta.Namespace, lock.LeaseMeta.Name = le.Namespace, le.ID
 	work := &shardWork{shard: s.shard, reads: m.clients, writers: w, limiter: m.eventLimiter,
-		resync: m.cfg.ResyncPeriod, opts: m.cfg.Controller}
-	s.set(fence, work)
+		resync: m.cfg.ResyncPeriod, opts: m.cfg.Controller, workers: m.cfg.Workers}
+	s.set(elector.Fence(), work)
 	defer s.set(nil, nil)
 	defer s.turn.released()
-	l := &leader{
-		le:         le,
-		lock:       &fencingLock{Interface: lock, fence: fence, clock: m.clock, gate: s.turn},
-		fence:      fence,
-		controller: work,
-		workers:    m.cfg.Workers,
-		afterLoss:  afterShardLoss,
-	}
-	return l.run(ctx)
+	return elector.Run(ctx, work)
 }
 
-func (s *shardSlot) set(fence *writeFence, work *shardWork) {
+func (s *shardSlot) set(fence *leader.Fence, work *shardWork) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fence, s.work = fence, work
 }
 
 // current returns the fence and work of the current attempt, nil if none.
-func (s *shardSlot) current() (*writeFence, *shardWork) {
+func (s *shardSlot) current() (*leader.Fence, *shardWork) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.fence, s.work
@@ -100,7 +88,7 @@ func (s *shardSlot) current() (*writeFence, *shardWork) {
 // held reports whether this replica holds the shard and may write to it.
 func (s *shardSlot) held() bool {
 	fence, _ := s.current()
-	return fence != nil && fence.isLeading()
+	return fence != nil && fence.Leading()
 }
 
 // shardRanges are the shards' hash ranges: equal, or at the boundaries
@@ -127,8 +115,6 @@ func (m *manager) planShards() {
 	for _, sh := range m.shards {
 		m.slots = append(m.slots, &shardSlot{shard: sh, m: m, turn: gate.turn(sh.Index)})
 	}
-	m.writeBase = rest.CopyConfig(m.cfg.RESTConfig)
-	m.writeBase.UserAgent = userAgent(m.cfg.RESTConfig.UserAgent, m.cfg.LeaderElection.Identity)
 }
 
 // workShards runs every slot until ctx ends and each has drained and
@@ -169,12 +155,12 @@ func (m *manager) shardsSynced() bool {
 
 // shardsHealthy is /healthz with shards: it fails while a shard's holder
 // is past its renew deadline without having noticed (see
-// writeFence.healthy). A lost shard is not a failure: its slot stands by
+// leader.Fence.Healthy). A lost shard is not a failure: its slot stands by
 // again.
 func (m *manager) shardsHealthy() error {
 	for _, s := range m.slots {
 		if fence, _ := s.current(); fence != nil && fence.Cause() == nil {
-			if err := fence.healthy(); err != nil {
+			if err := fence.Healthy(); err != nil {
 				return fmt.Errorf("shard %d: %w", s.shard.Index, err)
 			}
 		}

@@ -52,9 +52,9 @@ type shardTurn struct {
 
 func (g *shardGate) turn(shard int) *shardTurn { return &shardTurn{gate: g, shard: shard} }
 
-// begin lets an attempt to acquire the shard go ahead, or says why not;
-// after a nil error, end must be called with the outcome.
-func (t *shardTurn) begin() error {
+// Begin lets an attempt to acquire the shard go ahead, or says why not;
+// after a nil error, End must be called with the outcome.
+func (t *shardTurn) Begin() error {
 	g := t.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -75,8 +75,8 @@ func (t *shardTurn) begin() error {
 	return nil
 }
 
-// end records the outcome of the attempt begin let through.
-func (t *shardTurn) end(acquired bool) {
+// End records the outcome of the attempt Begin let through.
+func (t *shardTurn) End(acquired bool) {
 	g := t.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -87,8 +87,8 @@ func (t *shardTurn) end(acquired bool) {
 	}
 }
 
-// seenHeld forgets when the shard was seen free: someone else holds it.
-func (t *shardTurn) seenHeld() {
+// SeenHeld forgets when the shard was seen free: someone else holds it.
+func (t *shardTurn) SeenHeld() {
 	g := t.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -79,35 +79,35 @@ func TestShardGate(t *testing.T) {
 	g := newShardGate(ld, clk)
 	s0, s1, s2 := g.turn(0), g.turn(1), g.turn(2)
 
-	if err := s0.begin(); err != nil {
+	if err := s0.Begin(); err != nil {
 		t.Fatalf("first attempt of a replica holding nothing: %v", err)
 	}
-	if err := s1.begin(); !errors.Is(err, errShardTurn) {
+	if err := s1.Begin(); !errors.Is(err, errShardTurn) {
 		t.Fatalf("a second attempt while the first is under way: %v, want refused", err)
 	}
-	s0.end(false) // someone else was faster
-	if err := s1.begin(); err != nil {
+	s0.End(false) // someone else was faster
+	if err := s1.Begin(); err != nil {
 		t.Fatalf("after a failed attempt, still holding nothing: %v", err)
 	}
-	s1.end(true)
+	s1.End(true)
 
-	if err := s2.begin(); !errors.Is(err, errShardTurn) {
+	if err := s2.Begin(); !errors.Is(err, errShardTurn) {
 		t.Fatalf("holding shard 1, shard 2 just seen free: %v, want refused", err)
 	}
 	clk.SetTime(clk.Now().Add(ld - time.Second))
-	s2.seenHeld() // renewed by someone: free no more
-	if err := s2.begin(); !errors.Is(err, errShardTurn) {
+	s2.SeenHeld() // renewed by someone: free no more
+	if err := s2.Begin(); !errors.Is(err, errShardTurn) {
 		t.Fatalf("shard 2 seen free again just now: %v, want refused", err)
 	}
 	clk.SetTime(clk.Now().Add(ld))
-	if err := s2.begin(); err != nil {
+	if err := s2.Begin(); err != nil {
 		t.Fatalf("shard 2 free for a lease duration: %v, want allowed", err)
 	}
-	s2.end(true)
+	s2.End(true)
 
 	s1.released()
 	s2.released()
-	if err := s0.begin(); err != nil {
+	if err := s0.Begin(); err != nil {
 		t.Fatalf("holding nothing again: %v, want allowed at once", err)
 	}
 }

@@ -28,6 +28,7 @@ type shardWork struct {
 	limiter flowcontrol.RateLimiter
 	resync  time.Duration
 	opts    controller.Options
+	workers int
 
 	mu      sync.Mutex
 	aborted error // set by Abort
@@ -38,7 +39,7 @@ type shardWork struct {
 // Run builds the shard's informers and controller, starts the informers
 // and runs the controller until ctx ends and it has drained, or until
 // Abort; then it stops the informers and waits for them.
-func (w *shardWork) Run(ctx context.Context, workers int) error {
+func (w *shardWork) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("shard", w.shard.Index)
 	ctx = klog.NewContext(ctx, logger)
 	// Events outlive ctx by the drain: the last syncs may still report.
@@ -78,7 +79,7 @@ func (w *shardWork) Run(ctx context.Context, workers int) error {
 	kubeFactory.Start(informerCtx.Done())
 	bookFactory.Start(informerCtx.Done())
 	logger.Info("Watching the shard", "selector", w.shard.Selector())
-	return c.Run(ctx, workers)
+	return c.Run(ctx, w.workers)
 }
 
 // Abort stops the controller at once, or keeps Run from starting it.
