@@ -46,9 +46,9 @@ func newRunFixture(t *testing.T, identity string) *runFixture {
 	f.elector, err = New(Config{
 		Namespace: testNamespace, Name: testLease, Identity: identity,
 		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
-		AfterLoss:     "standing by again",
-		Refused:       prometheus.NewCounter(prometheus.CounterOpts{Name: "refused"}),
-		Clock:         f.clock,
+		AfterLoss: "standing by again",
+		Refused:   prometheus.NewCounter(prometheus.CounterOpts{Name: "refused"}),
+		Clock:     f.clock,
 	}, f.kube.CoordinationV1())
 	if err != nil {
 		t.Fatal(err)
