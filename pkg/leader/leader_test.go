@@ -3,8 +3,6 @@ package leader
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -21,6 +18,8 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"ydzs.io/book-controller/internal/leasetest"
 )
 
 const (
@@ -40,8 +39,7 @@ type runFixture struct {
 
 func newRunFixture(t *testing.T, identity string) *runFixture {
 	t.Helper()
-	f := &runFixture{kube: fake.NewClientset(), clock: clocktesting.NewFakeClock(tStart)}
-	enforceResourceVersions(f.kube)
+	f := &runFixture{kube: leasetest.NewClientset(), clock: clocktesting.NewFakeClock(tStart)}
 	var err error
 	f.elector, err = New(Config{
 		Namespace: testNamespace, Name: testLease, Identity: identity,
@@ -65,49 +63,9 @@ func (f *runFixture) run(t *testing.T, ctx context.Context, work Work) <-chan er
 	return done
 }
 
-// enforceResourceVersions makes the fake clientset refuse a Lease update
-// based on a stale read, as an API server does: without it, a leader's
-// renewal would silently overwrite a successor's Lease.
-func enforceResourceVersions(kube *fake.Clientset) {
-	gvr := coordinationv1.SchemeGroupVersion.WithResource("leases")
-	kube.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		a.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease).ResourceVersion = "1"
-		return false, nil, nil
-	})
-	kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		l := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
-		cur, err := kube.Tracker().Get(gvr, l.Namespace, l.Name)
-		if err != nil {
-			return false, nil, nil // the tracker answers NotFound itself
-		}
-		if rv := cur.(*coordinationv1.Lease).ResourceVersion; l.ResourceVersion != rv {
-			return true, nil, apierrors.NewConflict(gvr.GroupResource(), l.Name, fmt.Errorf("resourceVersion %s is not the latest, %s", l.ResourceVersion, rv))
-		}
-		n, _ := strconv.Atoi(l.ResourceVersion)
-		l.ResourceVersion = strconv.Itoa(n + 1)
-		return false, nil, nil
-	})
-}
-
 func (f *runFixture) lease(t *testing.T) *coordinationv1.Lease {
 	t.Helper()
-	l, err := f.kube.CoordinationV1().Leases(testNamespace).Get(context.Background(), testLease, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("reading the Lease: %v", err)
-	}
-	return l
-}
-
-// takeLease makes holder the holder of the Lease, as a successor that
-// found it expired would.
-func (f *runFixture) takeLease(t *testing.T, holder string) {
-	t.Helper()
-	l := f.lease(t)
-	l.Spec.HolderIdentity = ptr.To(holder)
-	l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-	if _, err := f.kube.CoordinationV1().Leases(testNamespace).Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("taking the Lease: %v", err)
-	}
+	return leasetest.Get(t, f.kube, testNamespace, testLease)
 }
 
 // testWork records what the fence allowed at each moment of its life.
@@ -244,7 +202,7 @@ func TestRunLostLeaseClosesTheFenceBeforeTheWorkStops(t *testing.T) {
 	work := newTestWork(f.elector.Fence())
 	done := f.run(t, context.Background(), work)
 	waitFor(t, "the work to start", work.started)
-	f.takeLease(t, "thief")
+	leasetest.Take(t, f.kube, testNamespace, testLease, "thief", 2*time.Second)
 
 	err := result(t, done)
 	if !errors.Is(err, ErrLost) || !strings.Contains(err.Error(), `held by "thief"`) || !strings.HasSuffix(err.Error(), "standing by again") {

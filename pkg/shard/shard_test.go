@@ -1,35 +1,32 @@
-package manager
+package shard
 
 import (
-	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apisharding "k8s.io/apimachinery/pkg/sharding"
 	serversharding "k8s.io/apiserver/pkg/sharding"
-	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // TestShardsCoverTheHashSpace: the ranges are contiguous from 0 to 2^64,
 // written as the API server's parser accepts them, and every namespace
 // matches exactly one shard's selector as the server evaluates it, the one
-// ShardOf names.
+// Of names.
 func TestShardsCoverTheHashSpace(t *testing.T) {
-	for _, n := range []int{1, 2, 3, 4, 7, 30, MaxShards} {
-		shards := Shards(n)
+	for _, n := range []int{1, 2, 3, 4, 7, 30, Max} {
+		shards := Equal(n)
 		if len(shards) != n || shards[0].Start != "0x0000000000000000" || shards[n-1].End != "0x10000000000000000" {
-			t.Fatalf("Shards(%d) = %v: want %d ranges from 0x0000000000000000 to 0x10000000000000000", n, shards, n)
+			t.Fatalf("Equal(%d) = %v: want %d ranges from 0x0000000000000000 to 0x10000000000000000", n, shards, n)
 		}
 		selectors := make([]apisharding.Selector, n)
 		for i, s := range shards {
 			if i > 0 && s.Start != shards[i-1].End {
-				t.Errorf("Shards(%d): shard %d starts at %s, shard %d ended at %s", n, i, s.Start, i-1, shards[i-1].End)
+				t.Errorf("Equal(%d): shard %d starts at %s, shard %d ended at %s", n, i, s.Start, i-1, shards[i-1].End)
 			}
 			sel, err := serversharding.Parse(s.Selector())
 			if err != nil {
-				t.Fatalf("Shards(%d): the API server rejects %q: %v", n, s.Selector(), err)
+				t.Fatalf("Equal(%d): the API server rejects %q: %v", n, s.Selector(), err)
 			}
 			selectors[i] = sel
 		}
@@ -44,8 +41,8 @@ func TestShardsCoverTheHashSpace(t *testing.T) {
 					in = append(in, i)
 				}
 			}
-			if len(in) != 1 || in[0] != ShardOf(ns, n) {
-				t.Fatalf("Shards(%d): namespace %s matches shards %v, ShardOf says %d", n, ns, in, ShardOf(ns, n))
+			if len(in) != 1 || in[0] != Of(ns, n) {
+				t.Fatalf("Equal(%d): namespace %s matches shards %v, Of says %d", n, ns, in, Of(ns, n))
 			}
 		}
 	}
@@ -53,7 +50,7 @@ func TestShardsCoverTheHashSpace(t *testing.T) {
 
 // TestShardBoundaries: shard i starts at floor(i × 2^64 / n).
 func TestShardBoundaries(t *testing.T) {
-	got := Shards(3)
+	got := Equal(3)
 	want := []Shard{
 		{0, "0x0000000000000000", "0x5555555555555555"},
 		{1, "0x5555555555555555", "0xaaaaaaaaaaaaaaaa"},
@@ -61,54 +58,11 @@ func TestShardBoundaries(t *testing.T) {
 	}
 	for i := range want {
 		if got[i] != want[i] {
-			t.Errorf("Shards(3)[%d] = %+v, want %+v", i, got[i], want[i])
+			t.Errorf("Equal(3)[%d] = %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	if s := Shards(2)[1].Selector(); s != "shardRange(object.metadata.namespace, '0x8000000000000000', '0x10000000000000000')" {
-		t.Errorf("Shards(2)[1].Selector() = %s", s)
-	}
-}
-
-// TestShardGate: a replica takes its first shard at once, one attempt at a
-// time, and a further one only once it has been free for a lease duration;
-// a renewal by someone else restarts that count, and a replica that holds
-// nothing again may take a shard at once.
-func TestShardGate(t *testing.T) {
-	const ld = 15 * time.Second
-	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	g := newShardGate(ld, clk)
-	s0, s1, s2 := g.turn(0), g.turn(1), g.turn(2)
-
-	if err := s0.Begin(); err != nil {
-		t.Fatalf("first attempt of a replica holding nothing: %v", err)
-	}
-	if err := s1.Begin(); !errors.Is(err, errShardTurn) {
-		t.Fatalf("a second attempt while the first is under way: %v, want refused", err)
-	}
-	s0.End(false) // someone else was faster
-	if err := s1.Begin(); err != nil {
-		t.Fatalf("after a failed attempt, still holding nothing: %v", err)
-	}
-	s1.End(true)
-
-	if err := s2.Begin(); !errors.Is(err, errShardTurn) {
-		t.Fatalf("holding shard 1, shard 2 just seen free: %v, want refused", err)
-	}
-	clk.SetTime(clk.Now().Add(ld - time.Second))
-	s2.SeenHeld() // renewed by someone: free no more
-	if err := s2.Begin(); !errors.Is(err, errShardTurn) {
-		t.Fatalf("shard 2 seen free again just now: %v, want refused", err)
-	}
-	clk.SetTime(clk.Now().Add(ld))
-	if err := s2.Begin(); err != nil {
-		t.Fatalf("shard 2 free for a lease duration: %v, want allowed", err)
-	}
-	s2.End(true)
-
-	s1.released()
-	s2.released()
-	if err := s0.Begin(); err != nil {
-		t.Fatalf("holding nothing again: %v, want allowed at once", err)
+	if s := Equal(2)[1].Selector(); s != "shardRange(object.metadata.namespace, '0x8000000000000000', '0x10000000000000000')" {
+		t.Errorf("Equal(2)[1].Selector() = %s", s)
 	}
 }
 
@@ -122,20 +76,20 @@ func TestEqualRangesCrowdSimilarNames(t *testing.T) {
 	for i := range 30 {
 		ns := fmt.Sprintf("team-%02d", i)
 		weights[ns] = 1
-		equal[ShardOf(ns, 3)]++
+		equal[Of(ns, 3)]++
 	}
 	if equal[0] != 30 && equal[1] != 30 && equal[2] != 30 {
 		t.Errorf("equal ranges split team-00..29 as %v; docs/sharding.md says all in one shard", equal)
 	}
 	b := BalancedBoundaries(weights, 3)
-	shards, err := ShardsAt(b)
+	shards, err := At(b)
 	if err != nil {
 		t.Fatalf("BalancedBoundaries gave %q, which ShardsAt rejects: %v", b, err)
 	}
 	balanced := make([]int, 3)
 	for ns := range weights {
 		obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns}}
-		i := ShardIn(ns, shards)
+		i := In(ns, shards)
 		sel, err := serversharding.Parse(shards[i].Selector())
 		if err != nil {
 			t.Fatal(err)
@@ -151,15 +105,15 @@ func TestEqualRangesCrowdSimilarNames(t *testing.T) {
 	// Weights count: one heavy namespace is a shard of its own.
 	weights["team-07"] = 1000
 	b = BalancedBoundaries(weights, 3)
-	shards, _ = ShardsAt(b)
+	shards, _ = At(b)
 	for ns := range weights {
-		if ns != "team-07" && ShardIn(ns, shards) == ShardIn("team-07", shards) {
+		if ns != "team-07" && In(ns, shards) == In("team-07", shards) {
 			t.Errorf("with team-07 weighing 1000, %s shares its shard (boundaries %q)", ns, b)
 			break
 		}
 	}
 	// Fewer namespaces than shards: equal ranges.
-	if got := BalancedBoundaries(map[string]int{"a": 1}, 3); len(got) != 2 || got[0] != Shards(3)[1].Start {
+	if got := BalancedBoundaries(map[string]int{"a": 1}, 3); len(got) != 2 || got[0] != Equal(3)[1].Start {
 		t.Errorf("one namespace, 3 shards: %q, want the equal ranges' boundaries", got)
 	}
 }
