@@ -30,8 +30,9 @@ type Gate interface {
 // standby can see, with the moment its request was sent (before the API
 // server can have stored it, so before any standby can have seen it), and
 // each sight of the Lease held by someone else. It adds no request of its
-// own. Like the lock it wraps, it is used by one goroutine at a time: the
-// elector's, then (once the elector has stopped) Run's, to release.
+// own. Like the lock it wraps, it is not safe for concurrent use: only the
+// elector's goroutine calls it. (Run's release, once the elector has
+// stopped, uses the lock it wraps.)
 type fencingLock struct {
 	resourcelock.Interface
 	fence *Fence
@@ -42,7 +43,7 @@ type fencingLock struct {
 	// need not know whether the elector still runs.
 	acquired atomic.Bool
 	// stored is the Lease as a standby compares it (see standbyView), as
-	// last read or written.
+	// last read or written; the elector's goroutine alone touches it.
 	stored []byte
 	// gate, if not nil, decides when this replica may try to acquire the
 	// Lease.

@@ -66,7 +66,7 @@ func TestShardBoundaries(t *testing.T) {
 	}
 }
 
-// TestEqualRangesCrowdSimilarNames records why ShardsAt exists: FNV-1a
+// TestEqualRangesCrowdSimilarNames records why At exists: FNV-1a
 // leaves the top bits of names that differ only at the end alike, so equal
 // ranges put team-00 … team-29 all in one shard; balanced boundaries split
 // them ten, ten and ten, and the server's own selectors agree.
@@ -84,7 +84,7 @@ func TestEqualRangesCrowdSimilarNames(t *testing.T) {
 	b := BalancedBoundaries(weights, 3)
 	shards, err := At(b)
 	if err != nil {
-		t.Fatalf("BalancedBoundaries gave %q, which ShardsAt rejects: %v", b, err)
+		t.Fatalf("BalancedBoundaries gave %q, which At rejects: %v", b, err)
 	}
 	balanced := make([]int, 3)
 	for ns := range weights {
@@ -95,7 +95,7 @@ func TestEqualRangesCrowdSimilarNames(t *testing.T) {
 			t.Fatal(err)
 		}
 		if ok, _ := sel.Matches(obj); !ok {
-			t.Fatalf("%s: ShardIn says shard %d, whose selector the server does not match", ns, i)
+			t.Fatalf("%s: In says shard %d, whose selector the server does not match", ns, i)
 		}
 		balanced[i]++
 	}
