@@ -60,7 +60,7 @@ const (
 	defaultPprofAddr = disabledAddr
 
 	// Leader election: kube-controller-manager's timings and our name.
-	DefaultLeaderElectionID = "book-controller"
+	defaultLeaderElectionID = "book-controller"
 	defaultLeaseDuration    = 15 * time.Second
 	defaultRenewDeadline    = 10 * time.Second
 	defaultRetryPeriod      = 2 * time.Second
@@ -83,7 +83,7 @@ func Defaults() Config {
 			DrainTimeout:    controller.DefaultDrainTimeout,
 		},
 		LeaderElection: LeaderElection{
-			ID:            DefaultLeaderElectionID,
+			ID:            defaultLeaderElectionID,
 			LeaseDuration: defaultLeaseDuration,
 			RenewDeadline: defaultRenewDeadline,
 			RetryPeriod:   defaultRetryPeriod,
@@ -106,7 +106,7 @@ func withDefaults(cfg Config) Config {
 	}
 	le := &cfg.LeaderElection
 	if le.ID == "" {
-		le.ID = DefaultLeaderElectionID
+		le.ID = defaultLeaderElectionID
 	}
 	if le.Namespace == "" {
 		le.Namespace = leader.PodNamespace()
