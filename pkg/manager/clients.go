@@ -16,16 +16,13 @@ import (
 	"ydzs.io/book-controller/pkg/leader"
 )
 
-// clients are one manager's connections to the API server.
+// clients are one manager's connections to the API server but those that
+// write on the controller's behalf (writers), which belong to the
+// controller's stack: the process's, or each shard's.
 type clients struct {
 	// base is the configuration every client starts from, with our user
 	// agent.
 	base *rest.Config
-	// kube (ConfigMaps, Events) and books are the controller's writing
-	// clients (newWriters), set by connect without shards: with shards,
-	// each shard held has writing clients of its own.
-	kube  kubernetes.Interface
-	books versioned.Interface
 	// kubeReads and bookReads list and watch for the informers, ask for
 	// discovery and make the preflight's lists. They are never cut by the
 	// fence, so that losing leadership does not turn into a storm of
