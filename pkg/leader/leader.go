@@ -65,18 +65,19 @@ type Work interface {
 	Abort(cause error)
 }
 
-// Elector competes for one Lease, once: its fence only moves forward, so a
-// new attempt after a loss takes a new Elector.
+// Elector competes for one Lease, once: Run may be called once, and its
+// fence only moves forward, so a new attempt after a loss takes a new
+// Elector (as each shard's slot does).
 type Elector struct {
 	cfg     Config
 	fence   *Fence
 	lock    *fencingLock
 	elector *leaderelection.LeaderElector
-	// elected is closed by the elector's OnStartedLeading, on the
-	// elector's goroutine; Run waits on it. Nothing else touches it.
+	// elected is closed by the elector's OnStartedLeading (on a goroutine
+	// the elector starts); Run waits on it. Nothing else touches it.
 	elected chan struct{}
-	// logger is Run's: written by Run before it starts the elector's
-	// goroutine, read by the elector's callbacks on that goroutine.
+	// logger is Run's: written by Run before it starts the elector, read
+	// by the elector's callbacks, on goroutines the elector starts.
 	logger klog.Logger
 }
 
