@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"ydzs.io/book-controller/pkg/manager"
+	"ydzs.io/book-controller/pkg/shard"
 )
 
 // options are the command-line settings: where the API server is and how
@@ -156,7 +157,7 @@ func goStyleToPosix(fs *pflag.FlagSet, args []string) []string {
 func (o *options) validate() error {
 	m, le := &o.mgr, &o.mgr.LeaderElection
 	if len(m.ShardBoundaries) > 0 {
-		if _, err := manager.ShardsAt(m.ShardBoundaries); err != nil {
+		if _, err := shard.At(m.ShardBoundaries); err != nil {
 			return fmt.Errorf("--shard-boundaries: %w", err)
 		}
 	}
@@ -165,8 +166,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("--workers must be at least 1, got %d", m.Workers)
 	case m.Shards < 1:
 		return fmt.Errorf("--shards must be at least 1 (1: unsharded), got %d", m.Shards)
-	case m.Shards > manager.MaxShards:
-		return fmt.Errorf("--shards must be at most %d, got %d", manager.MaxShards, m.Shards)
+	case m.Shards > shard.Max:
+		return fmt.Errorf("--shards must be at most %d, got %d", shard.Max, m.Shards)
 	case m.Shards > 1 && !le.Enabled:
 		return fmt.Errorf("--shards %d needs --leader-elect: each shard is served by the replica holding its Lease", m.Shards)
 	case len(m.ShardBoundaries) > 0 && len(m.ShardBoundaries) != m.Shards-1:

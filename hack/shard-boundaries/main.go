@@ -1,7 +1,7 @@
 // Command shard-boundaries prints the --shard-boundaries that split the
 // Books of a cluster into -shards shards of about equal size: it counts the
 // Books of every namespace and places each boundary between two namespaces'
-// hashes (manager.BalancedBoundaries). Give every replica the same value,
+// hashes (shard.BalancedBoundaries). Give every replica the same value,
 // with every replica stopped (docs/sharding.md).
 //
 //	go run ./hack/shard-boundaries -shards 3 [-kubeconfig PATH] [-by namespaces]
@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
-	"ydzs.io/book-controller/pkg/manager"
+	"ydzs.io/book-controller/pkg/shard"
 )
 
 func main() {
@@ -34,8 +34,8 @@ func main() {
 }
 
 func run(shards int, kubeconfig, by string) error {
-	if shards < 2 || shards > manager.MaxShards {
-		return fmt.Errorf("-shards must be between 2 and %d, got %d", manager.MaxShards, shards)
+	if shards < 2 || shards > shard.Max {
+		return fmt.Errorf("-shards must be between 2 and %d, got %d", shard.Max, shards)
 	}
 	if by != "books" && by != "namespaces" {
 		return fmt.Errorf("-by must be books or namespaces, got %q", by)
@@ -69,14 +69,14 @@ func run(shards int, kubeconfig, by string) error {
 	if len(weights) < shards {
 		return fmt.Errorf("%d namespaces hold Books, fewer than %d shards: keep the equal ranges (no --shard-boundaries)", len(weights), shards)
 	}
-	boundaries := manager.BalancedBoundaries(weights, shards)
-	ranges, err := manager.ShardsAt(boundaries)
+	boundaries := shard.BalancedBoundaries(weights, shards)
+	ranges, err := shard.At(boundaries)
 	if err != nil {
 		return err
 	}
 	per := make([]int, shards)
 	for ns, w := range weights {
-		per[manager.ShardIn(ns, ranges)] += w
+		per[shard.In(ns, ranges)] += w
 	}
 	fmt.Fprintf(os.Stderr, "%s per shard: %v\n", by, per)
 	fmt.Printf("--shard-boundaries=%s\n", strings.Join(boundaries, ","))

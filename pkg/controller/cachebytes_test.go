@@ -23,7 +23,7 @@ import (
 // sends it (Book as JSON, ConfigMap as protobuf, both with managedFields),
 // decoded as the clients decode it, put through the informers' transform and
 // added to an indexer as the informer's: ours without the namespace index
-// (pkg/manager's NewInformerFactories), controller-runtime's with it. It
+// (pkg/manager's newInformerFactories), controller-runtime's with it. It
 // reports heap bytes per cached object, the figure that the cache's share of
 // the controller's memory grows by. B/ConfigMap is what the controller's
 // projection keeps; B/whole-ConfigMap what a cache of whole ConfigMaps

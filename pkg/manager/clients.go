@@ -13,40 +13,43 @@ import (
 	"k8s.io/client-go/util/connrotation"
 
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
+	"ydzs.io/book-controller/pkg/leader"
 )
 
-// clients are one manager's connections to the API server.
+// clients are one manager's connections to the API server but those that
+// write on the controller's behalf (writers), which belong to the
+// controller's stack: the process's, or each shard's.
 type clients struct {
-	// kube (ConfigMaps, Events) and books are the controller's: their
-	// writes go through the fence, when there is one.
-	kube  kubernetes.Interface
-	books versioned.Interface
-	// kubeReads and bookReads list and watch for the informers, and ask
-	// for discovery. They never write, and are never cut by the fence, so
-	// that losing leadership does not turn into a storm of re-lists.
+	// base is the configuration every client starts from, with our user
+	// agent.
+	base *rest.Config
+	// kubeReads and bookReads list and watch for the informers, ask for
+	// discovery and make the preflight's lists. They are never cut by the
+	// fence, so that losing leadership does not turn into a storm of
+	// re-lists. They write nothing the controller owns, but kubeReads does
+	// send POSTs: the TokenReviews and SubjectAccessReviews of secure
+	// metrics, unfenced so that a standby's metrics can be scraped too.
 	kubeReads kubernetes.Interface
 	bookReads versioned.Interface
-	// leases holds the leader-election Lease. It is never fenced: it must
-	// acquire, renew and release.
+	// leases holds the leader-election Leases, and makes the preflight's
+	// dry-run create of one. It is never fenced: it must acquire, renew
+	// and release.
 	leases coordinationv1client.CoordinationV1Interface
-	// writers dials the connections of kube and books, which the fence
-	// cuts on a loss; others dials every other connection. Run closes both
+	// others dials the connections of every client above but the writing
+	// ones (whose connections are their own, see writers); Run closes them
 	// when it returns.
-	writers, others *connrotation.Dialer
+	others *connrotation.Dialer
 }
 
-// newClients builds the clients from cfg, with the user agent ua. A non-nil
-// fence guards the writing clients.
-func newClients(cfg *rest.Config, ua string, fence func(*rest.Config) *rest.Config) (*clients, error) {
+// newClients builds the clients that read, and the Lease client, from cfg,
+// with the user agent ua.
+func newClients(cfg *rest.Config, ua string) (*clients, error) {
 	base := rest.CopyConfig(cfg)
 	base.UserAgent = ua
-	w, err := newWriters(base, fence)
-	if err != nil {
-		return nil, err
-	}
-	c := &clients{kube: w.kube, books: w.books, writers: w.conns, others: trackedDialer(base.Dial)}
+	c := &clients{base: base, others: trackedDialer(base.Dial)}
 	reading := rest.CopyConfig(base)
 	reading.Dial = c.others.DialContext
+	var err error
 	if c.kubeReads, err = kubernetes.NewForConfig(coreTypesConfig(reading)); err != nil {
 		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
 	}
@@ -64,19 +67,20 @@ func newClients(cfg *rest.Config, ua string, fence func(*rest.Config) *rest.Conf
 type writers struct {
 	kube  kubernetes.Interface
 	books versioned.Interface
-	// conns dials their connections: a fence closes them all on a loss.
+	// conns dials their connections: a fence closes them all on a loss,
+	// and their owner when it stops.
 	conns *connrotation.Dialer
 }
 
 // newWriters builds writing clients from base (whose user agent they keep),
-// behind fence if it is not nil. With shards, each shard held gets its own,
-// behind its own fence.
-func newWriters(base *rest.Config, fence func(*rest.Config) *rest.Config) (*writers, error) {
+// behind fence if it is not nil. Without shards the process has one set;
+// with shards, each shard held gets its own, behind its own fence.
+func newWriters(base *rest.Config, fence *leader.Fence) (*writers, error) {
 	w := &writers{conns: trackedDialer(base.Dial)}
 	writing := rest.CopyConfig(base)
 	writing.Dial = w.conns.DialContext
 	if fence != nil {
-		writing = fence(writing)
+		writing = fence.Wrap(writing, w.conns)
 	}
 	var err error
 	if w.kube, err = kubernetes.NewForConfig(coreTypesConfig(writing)); err != nil {
@@ -88,11 +92,8 @@ func newWriters(base *rest.Config, fence func(*rest.Config) *rest.Config) (*writ
 	return w, nil
 }
 
-// close closes every connection the clients opened.
-func (c *clients) close() {
-	c.writers.CloseAll()
-	c.others.CloseAll()
-}
+// close closes every connection the reading clients opened.
+func (c *clients) close() { c.others.CloseAll() }
 
 // trackedDialer dials with dial (client-go's default dialer if nil) and
 // tracks the connections. A closed connection is reset rather than flushed:

@@ -4,32 +4,32 @@ import (
 	"time"
 
 	"ydzs.io/book-controller/pkg/controller"
+	"ydzs.io/book-controller/pkg/leader"
 )
 
 // The defaults of every setting, with the reason for each. The flags of
 // cmd/controller start from Defaults(); Run fills the zero fields of a
 // Config from the same constants (withDefaults). The controller's own tuning
-// (ConflictRecheck, DrainTimeout, RateLimiter) defaults in pkg/controller,
-// which Defaults() copies here so the flags show it.
+// defaults in pkg/controller: Defaults() copies ConflictRecheck and
+// DrainTimeout here so the flags show them, and leaves RateLimiter, which no
+// flag sets, nil for controller.New to fill in.
 const (
-	// DefaultWorkers: a sync is two round trips to the API server, 0.1–0.3 s
+	// defaultWorkers: a sync is two round trips to the API server, 0.1–0.3 s
 	// under a burst, and almost no CPU. To keep up with Books arriving at
 	// rate λ takes λ × that many syncs in flight (Little's law): about 100
 	// for the 650 Books/s a 2-core API server accepts. With 32 the queue grew
 	// and create→Ready p99 reached 1.5 s; with 128 it stays under 1 s
 	// (docs/benchmark.md). Idle workers cost a parked goroutine.
-	DefaultWorkers = 128
+	defaultWorkers = 128
 
-	// DefaultShards: one replica does all the work, as before sharding.
-	DefaultShards = 1
-	// MaxShards bounds --shards: each shard costs every replica a leader
-	// elector polling its Lease, and the API server a watch per resource.
-	MaxShards = 64
+	// defaultShards: one replica does all the work, as before sharding.
+	// shard.Max bounds --shards.
+	defaultShards = 1
 
-	// DefaultResyncPeriod replays the caches rarely: resyncs of unchanged
+	// defaultResyncPeriod replays the caches rarely: resyncs of unchanged
 	// objects are skipped, and the 30 s conflict recheck covers the one
 	// case an event cannot (a foreign ConfigMap outside our cache).
-	DefaultResyncPeriod = 10 * time.Hour
+	defaultResyncPeriod = 10 * time.Hour
 
 	// DefaultKubeAPIQPS and DefaultKubeAPIBurst: client-go's own 5 QPS / 10
 	// burst would cap a controller at a few Books per second. At 500 QPS the
@@ -40,30 +40,30 @@ const (
 	DefaultKubeAPIQPS   = 2000
 	DefaultKubeAPIBurst = 4000
 
-	// DefaultEventQPS and DefaultEventBurst: plenty for people reading
+	// defaultEventQPS and defaultEventBurst: plenty for people reading
 	// Events. In a burst of thousands of Books most are dropped whatever the
 	// limit; a low one leaves the API server to the writes that make Books
 	// Ready: the kubelet's 50/100 cost about 30 % on create→Ready p99
 	// (docs/benchmark.md).
-	DefaultEventQPS   = 10
-	DefaultEventBurst = 25
+	defaultEventQPS   = 10
+	defaultEventBurst = 25
 
-	// DefaultMetricsAddr and DefaultProbeAddr are kubebuilder's scaffold:
+	// defaultMetricsAddr and defaultProbeAddr are kubebuilder's scaffold:
 	// metrics off unless asked for (the Deployment asks), probes on the
 	// port its manifests use.
-	DefaultMetricsAddr = disabledAddr
-	DefaultProbeAddr   = ":8081"
+	defaultMetricsAddr = disabledAddr
+	defaultProbeAddr   = ":8081"
 
-	// DefaultPprofAddr is off, as controller-runtime's PprofBindAddress:
+	// defaultPprofAddr is off, as controller-runtime's PprofBindAddress:
 	// profiles are for an engineer looking into the process, not for
 	// every deployment.
-	DefaultPprofAddr = disabledAddr
+	defaultPprofAddr = disabledAddr
 
 	// Leader election: kube-controller-manager's timings and our name.
-	DefaultLeaderElectionID = "book-controller"
-	DefaultLeaseDuration    = 15 * time.Second
-	DefaultRenewDeadline    = 10 * time.Second
-	DefaultRetryPeriod      = 2 * time.Second
+	defaultLeaderElectionID = "book-controller"
+	defaultLeaseDuration    = 15 * time.Second
+	defaultRenewDeadline    = 10 * time.Second
+	defaultRetryPeriod      = 2 * time.Second
 
 	// DefaultUserAgent starts the user agent when RESTConfig has none; Run
 	// appends the replica's identity.
@@ -75,24 +75,24 @@ const (
 // identity are left empty: they depend on where the process runs.
 func Defaults() Config {
 	return Config{
-		Workers:      DefaultWorkers,
-		Shards:       DefaultShards,
-		ResyncPeriod: DefaultResyncPeriod,
+		Workers:      defaultWorkers,
+		Shards:       defaultShards,
+		ResyncPeriod: defaultResyncPeriod,
 		Controller: controller.Options{
 			ConflictRecheck: controller.DefaultConflictRecheck,
 			DrainTimeout:    controller.DefaultDrainTimeout,
 		},
 		LeaderElection: LeaderElection{
-			ID:            DefaultLeaderElectionID,
-			LeaseDuration: DefaultLeaseDuration,
-			RenewDeadline: DefaultRenewDeadline,
-			RetryPeriod:   DefaultRetryPeriod,
+			ID:            defaultLeaderElectionID,
+			LeaseDuration: defaultLeaseDuration,
+			RenewDeadline: defaultRenewDeadline,
+			RetryPeriod:   defaultRetryPeriod,
 		},
-		MetricsAddr: DefaultMetricsAddr,
-		ProbeAddr:   DefaultProbeAddr,
-		PprofAddr:   DefaultPprofAddr,
-		EventQPS:    DefaultEventQPS,
-		EventBurst:  DefaultEventBurst,
+		MetricsAddr: defaultMetricsAddr,
+		ProbeAddr:   defaultProbeAddr,
+		PprofAddr:   defaultPprofAddr,
+		EventQPS:    defaultEventQPS,
+		EventBurst:  defaultEventBurst,
 	}
 }
 
@@ -102,26 +102,26 @@ func Defaults() Config {
 // environment.
 func withDefaults(cfg Config) Config {
 	if cfg.Workers == 0 {
-		cfg.Workers = DefaultWorkers
+		cfg.Workers = defaultWorkers
 	}
 	le := &cfg.LeaderElection
 	if le.ID == "" {
-		le.ID = DefaultLeaderElectionID
+		le.ID = defaultLeaderElectionID
 	}
 	if le.Namespace == "" {
-		le.Namespace = podNamespace()
+		le.Namespace = leader.PodNamespace()
 	}
 	if le.Identity == "" {
-		le.Identity = defaultIdentity()
+		le.Identity = leader.DefaultIdentity()
 	}
 	if le.LeaseDuration == 0 {
-		le.LeaseDuration = DefaultLeaseDuration
+		le.LeaseDuration = defaultLeaseDuration
 	}
 	if le.RenewDeadline == 0 {
-		le.RenewDeadline = DefaultRenewDeadline
+		le.RenewDeadline = defaultRenewDeadline
 	}
 	if le.RetryPeriod == 0 {
-		le.RetryPeriod = DefaultRetryPeriod
+		le.RetryPeriod = defaultRetryPeriod
 	}
 	return cfg
 }

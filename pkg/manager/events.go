@@ -15,38 +15,24 @@ import (
 	"ydzs.io/book-controller/pkg/metrics"
 )
 
-// NewEventRecorder starts an events.k8s.io/v1 broadcaster that sends to the
+// newEventRecorder starts an events.k8s.io/v1 broadcaster that sends to the
 // API server until ctx ends, and returns a recorder for Books. The recorder
 // resolves object references through a scheme that knows both core types and
 // Book, kept private rather than registered in client-go's global scheme.
 //
-// Events beyond qps (with burst) are dropped, not queued: client-go's
+// Events beyond the token bucket limiter (eventLimiter) are dropped, not
+// queued: client-go's
 // broadcaster sends each Event from a goroutine of its own, so a client-side
 // rate limit would park one goroutine per Event in a burst of new Books, and
 // sending them all would take the API server's capacity from the writes that
-// converge Books. Events are best effort; status is the record. qps <= 0
-// sends every Event.
+// converge Books. Events are best effort; status is the record. A nil
+// limiter sends every Event.
 //
 // They are dropped before the recorder builds them. The broadcaster keeps
 // every Event it is handed in its series cache for 6 to 12 minutes (to
 // count repeats), whether or not the sink then sends it: dropped at the
 // sink, a burst of 10000 new Books left 10000 Events in memory, and each
 // cost a copy, two deep copies and a goroutine (docs/benchmark.md).
-func NewEventRecorder(ctx context.Context, kubeClient kubernetes.Interface, qps float32, burst int) (events.EventRecorder, error) {
-	return newEventRecorder(ctx, kubeClient, eventLimiter(qps, burst))
-}
-
-// eventLimiter is the token bucket of NewEventRecorder, nil for no limit.
-// With shards, one bucket is shared by every shard's recorder, so that the
-// limit stays the process's.
-func eventLimiter(qps float32, burst int) flowcontrol.RateLimiter {
-	if qps <= 0 {
-		return nil
-	}
-	return flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1))
-}
-
-// newEventRecorder is NewEventRecorder with its token bucket (nil: none).
 func newEventRecorder(ctx context.Context, kubeClient kubernetes.Interface, limiter flowcontrol.RateLimiter) (events.EventRecorder, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -84,4 +70,14 @@ func (r *droppingRecorder) Eventf(regarding, related runtime.Object, eventtype, 
 		return
 	}
 	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}
+
+// eventLimiter is the token bucket of every recorder of the process, nil
+// for no limit: with shards, one bucket is shared by every shard's
+// recorder, so that the limit stays the process's.
+func eventLimiter(qps float32, burst int) flowcontrol.RateLimiter {
+	if qps <= 0 {
+		return nil
+	}
+	return flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1))
 }

@@ -17,7 +17,7 @@ import (
 	bookinformersv1 "ydzs.io/book-controller/pkg/generated/informers/externalversions/webapp/v1"
 )
 
-// NewInformerFactories returns the two shared informer factories the
+// newInformerFactories returns the two shared informer factories the
 // controller reads from: Books from the generated factory, ConfigMaps from
 // client-go's. Both watch one namespace, or all when namespace is empty.
 // The ConfigMap factory lists only ConfigMaps carrying our managed-by label,
@@ -32,9 +32,9 @@ import (
 // memory and work on every watch event.
 //
 // A non-empty shardSelector (a metav1.ListOptions.ShardSelector, see
-// shards.go) is sent with every list and watch of both, so that the API
+// pkg/shard) is sent with every list and watch of both, so that the API
 // server sends only one shard's objects: the caches hold that shard alone.
-func NewInformerFactories(kubeClient kubernetes.Interface, bookClient versioned.Interface, namespace string, resync time.Duration, shardSelector string) (kubeinformers.SharedInformerFactory, bookinformers.SharedInformerFactory) {
+func newInformerFactories(kubeClient kubernetes.Interface, bookClient versioned.Interface, namespace string, resync time.Duration, shardSelector string) (kubeinformers.SharedInformerFactory, bookinformers.SharedInformerFactory) {
 	cmTweak := func(o *metav1.ListOptions) {
 		o.LabelSelector = controller.ManagedBySelector
 		o.ShardSelector = shardSelector

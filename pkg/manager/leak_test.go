@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +11,10 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
 // fakeAPIServer answers the Book API's discovery with bookAPI and a Lease
@@ -33,6 +37,21 @@ func fakeAPIServer(t *testing.T, bookAPI, lease http.HandlerFunc) *httptest.Serv
 }
 
 func ok(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
+
+// bookAPIPath is where the preflight looks for the Book API.
+var bookAPIPath = "/apis/" + webappv1.SchemeGroupVersion.String()
+
+// status answers with an API error, as the API server does.
+func status(code int, reason metav1.StatusReason, message string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(&metav1.Status{
+			TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+			Status:   metav1.StatusFailure, Code: int32(code), Reason: reason, Message: message,
+		})
+	}
+}
 
 // TestRunLeavesNoGoroutineOnEarlyReturn: every way Run can fail or stop
 // while starting must stop what it started: the Event broadcaster, the

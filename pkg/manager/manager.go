@@ -1,5 +1,6 @@
 // Package manager wires the Book controller into a running process: API
-// clients, informers, events, leader election and the controller's Run. It
+// clients, informers, events, the controller, leader election (pkg/leader)
+// or sharding (pkg/shard), the endpoints, and Run as a list of named steps. It
 // is the hand-written counterpart of controller-runtime's Manager, and is
 // what both cmd/controller and the integration tests start.
 package manager
@@ -10,16 +11,16 @@ import (
 	"fmt"
 	"time"
 
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"ydzs.io/book-controller/pkg/controller"
-	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions"
+	"ydzs.io/book-controller/pkg/leader"
 	"ydzs.io/book-controller/pkg/metrics"
+	"ydzs.io/book-controller/pkg/preflight"
+	"ydzs.io/book-controller/pkg/shard"
 )
 
 // Config is everything Run needs. Defaults() holds the settings of the
@@ -35,10 +36,10 @@ type Config struct {
 	Namespace string
 	// Shards, above 1, splits the Books by namespace hash into that many
 	// shards, each served by the replica holding its Lease (needs leader
-	// election and every namespace; see sharded.go). 0 and 1 run unsharded.
+	// election and every namespace; see pkg/shard). 0 and 1 run unsharded.
 	Shards int
 	// ShardBoundaries, if set, are the Shards-1 points where one shard's
-	// hash range ends and the next begins (see ShardsAt); unset, the
+	// hash range ends and the next begins (see shard.At); unset, the
 	// ranges are equal. Every replica must be given the same.
 	ShardBoundaries []string
 	// Workers is the number of goroutines that sync Books concurrently
@@ -63,10 +64,36 @@ type Config struct {
 	// or "0" (the default) is off.
 	PprofAddr string
 	// EventQPS and EventBurst limit the Events this process sends; Events
-	// over the rate are dropped (see NewEventRecorder). Zero
+	// over the rate are dropped (see newEventRecorder). Zero
 	// means no limit.
 	EventQPS   float32
 	EventBurst int
+}
+
+// ErrLeaderElectionLost is wrapped by Run's error when this process stopped
+// holding the Lease without being asked to: it must exit, so that it
+// restarts as a standby with fresh caches.
+var ErrLeaderElectionLost = leader.ErrLost
+
+// LeaderElection configures leader election on a coordination.k8s.io Lease.
+type LeaderElection struct {
+	// Enabled turns leader election on; off, the process always works.
+	Enabled bool
+	// Namespace holds the Lease. Empty means the namespace the pod runs in,
+	// or "default" outside a cluster.
+	Namespace string
+	// ID is the Lease's name.
+	ID string
+	// Identity names this replica in the Lease and in its user agent;
+	// empty means hostname_uuid.
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's; see
+	// k8s.io/client-go/tools/leaderelection. This process also stops
+	// writing, and exits, once RenewDeadline has passed since it sent its
+	// last successful renewal (see pkg/leader's Fence).
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
 }
 
 // Run checks that the API server is usable, starts the informers and the
@@ -80,22 +107,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	m := &manager{cfg: withDefaults(cfg), clock: clock.RealClock{}}
 	defer m.stop()
-	if m.sharded() {
-		switch {
-		case !m.cfg.LeaderElection.Enabled:
-			return fmt.Errorf("manager: %d shards need leader election: each shard is served by the holder of its Lease", m.cfg.Shards)
-		case m.cfg.Namespace != "":
-			return fmt.Errorf("manager: %d shards need every namespace watched, not only %q: a namespace is never split over shards", m.cfg.Shards, m.cfg.Namespace)
-		}
-		shards, err := m.shardRanges()
-		if err != nil {
-			return fmt.Errorf("manager: %w", err)
-		}
-		m.shards = shards
-	} else if len(m.cfg.ShardBoundaries) > 0 {
-		return errors.New("manager: shard boundaries are given but Shards is not above 1")
+	if err := m.planShards(); err != nil {
+		return fmt.Errorf("manager: %w", err)
 	}
-
 	type step struct {
 		name string
 		run  func(context.Context) error
@@ -106,8 +120,8 @@ func Run(ctx context.Context, cfg Config) error {
 		{"build the controller", m.buildController}, // Events, informers' handlers, queue
 		{"serve endpoints", m.serveEndpoints},       // /metrics, /healthz, /readyz
 		{"start informers", m.startInformers},       // warm caches, also on a standby
+		{"work", m.work},                            // the controller: at once, or only while leading
 	}
-	work := m.work // the controller: at once, or only while leading
 	if m.sharded() {
 		// Each shard's informers and controller are built when its Lease
 		// is acquired, by its slot: a spare caches nothing.
@@ -115,8 +129,8 @@ func Run(ctx context.Context, cfg Config) error {
 			{"connect", m.connect},                // clients; a slot per shard, with its gate
 			{"preflight", m.preflight},            // and the API server filters by shard
 			{"serve endpoints", m.serveEndpoints}, // /metrics, /healthz, /readyz
+			{"work", m.workShards},                // each shard while holding its Lease
 		}
-		work = m.workShards
 	}
 	for _, step := range steps {
 		klog.FromContext(ctx).V(4).Info("Manager step", "step", step.name)
@@ -127,30 +141,34 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	return work(ctx)
+	return nil
 }
 
 // errStopped is returned by a step that ended because ctx did.
 var errStopped = errors.New("stopped while starting")
 
-// manager is one Run: what each step built, and how to undo it.
+// manager is one Run: what each step built, and how to undo it. Its fields
+// are written by Run's goroutine, step by step, before the step that
+// serves the endpoints; the probes and the metrics scrape only read them
+// after.
 type manager struct {
 	cfg   Config
 	clock clock.WithDelayedExecution
 
-	clients     *clients
-	fence       *writeFence // nil without leader election
-	lock        *fencingLock
-	metrics     *managerMetrics
-	kubeFactory kubeinformers.SharedInformerFactory
-	bookFactory bookinformers.SharedInformerFactory
-	controller  *controller.Controller
-	// With shards: a slot per shard, the Event token bucket they share,
-	// and the configuration their fenced writers start from.
-	shards       []Shard
-	slots        []*shardSlot
+	clients *clients
+	metrics *managerMetrics
+	// eventLimiter is the process's Event token bucket, shared by every
+	// shard's recorder; nil for no limit.
 	eventLimiter flowcontrol.RateLimiter
-	writeBase    *rest.Config
+	// Without shards: the controller with its informers, and the elector
+	// that runs it while the process holds the Lease (nil without leader
+	// election).
+	stack   *stack
+	elector *leader.Elector
+	// With shards: their hash ranges, and a slot per shard, each with an
+	// elector, a fence and (while it holds its Lease) a stack of its own.
+	shards  []shard.Shard
+	replica *shard.Replica
 	// stops undo the steps, last first; each returns once what it stops
 	// has stopped.
 	stops []func()
@@ -167,54 +185,82 @@ func (m *manager) stop() {
 	}
 }
 
+// planShards checks the sharding settings and computes the shards' hash
+// ranges.
+func (m *manager) planShards() error {
+	if !m.sharded() {
+		if len(m.cfg.ShardBoundaries) > 0 {
+			return errors.New("shard boundaries are given but Shards is not above 1")
+		}
+		return nil
+	}
+	switch {
+	case !m.cfg.LeaderElection.Enabled:
+		return fmt.Errorf("%d shards need leader election: each shard is served by the holder of its Lease", m.cfg.Shards)
+	case m.cfg.Namespace != "":
+		return fmt.Errorf("%d shards need every namespace watched, not only %q: a namespace is never split over shards", m.cfg.Shards, m.cfg.Namespace)
+	}
+	shards, err := shard.Ranges(m.cfg.Shards, m.cfg.ShardBoundaries)
+	m.shards = shards
+	return err
+}
+
 // connect builds the clients, and the metrics the fence counts in. With
 // leader election, the clients that write go through the write fence, which
-// cuts their connections on a loss, and the Lease lock reports to it.
+// cuts their connections on a loss. With shards, it prepares a slot per
+// shard; each builds its writing clients when it acquires its Lease.
 func (m *manager) connect(context.Context) error {
 	m.metrics = newManagerMetrics()
+	m.eventLimiter = eventLimiter(m.cfg.EventQPS, m.cfg.EventBurst)
 	le := m.cfg.LeaderElection
-	var fence func(*rest.Config) *rest.Config
-	if m.sharded() {
-		// Each shard held writes through clients and a fence of its own;
-		// the process-wide writing clients go unused.
-		m.planShards()
-	} else if le.Enabled {
-		m.fence = newWriteFence(le.RenewDeadline, m.clock, m.metrics.fenced, nil)
-		fence = m.fence.wrap
-	}
-	c, err := newClients(m.cfg.RESTConfig, userAgent(m.cfg.RESTConfig.UserAgent, le.Identity), fence)
+	c, err := newClients(m.cfg.RESTConfig, userAgent(m.cfg.RESTConfig.UserAgent, le.Identity))
 	if err != nil {
 		return err
 	}
 	m.clients = c
 	m.onStop(c.close)
-	if m.fence != nil {
-		m.fence.conns = c.writers
-		lock := &resourcelock.LeaseLock{
-			Client:     c.leases,
-			LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
+	if m.sharded() {
+		m.replica = shard.NewReplica(shard.Config{Shards: m.shards, Lease: m.leaseConfig(le.ID, ""),
+			Leases: c.leases, Build: m.buildShard})
+		return nil
+	}
+	if le.Enabled {
+		if m.elector, err = leader.New(m.leaseConfig(le.ID, exitAfterLoss), c.leases); err != nil {
+			return err
 		}
-		lock.LeaseMeta.Namespace, lock.LeaseMeta.Name = le.Namespace, le.ID
-		m.lock = &fencingLock{Interface: lock, fence: m.fence, clock: m.clock}
 	}
 	return nil
 }
 
-// preflight turns the usual ways of being misconfigured into one sentence
-// each, before anything starts: client-go would otherwise retry them for
-// ever, logging each attempt.
+// exitAfterLoss is what a process without shards does after a loss.
+const exitAfterLoss = "another replica may be syncing Books now; exiting so that this one restarts as a standby"
+
+// leaseConfig is the leader election on the Lease name (with shards: the
+// base of the shards' Lease names), whose loss's error ends with afterLoss.
+func (m *manager) leaseConfig(name, afterLoss string) leader.Config {
+	le := m.cfg.LeaderElection
+	return leader.Config{
+		Namespace: le.Namespace, Name: name, Identity: le.Identity,
+		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
+		AfterLoss: afterLoss, Refused: m.metrics.fenced, Clock: m.clock,
+	}
+}
+
+// preflight checks that the API server serves the Book API, that the
+// Lease can be held and that the server filters by shard, as needed
+// (pkg/preflight).
 func (m *manager) preflight(ctx context.Context) error {
-	err := Preflight(ctx, m.cfg.RESTConfig.Host, m.clients.kubeReads.Discovery().RESTClient())
+	err := preflight.BookAPI(ctx, m.cfg.RESTConfig.Host, m.clients.kubeReads.Discovery().RESTClient())
 	if err == nil && m.cfg.LeaderElection.Enabled {
 		le := m.cfg.LeaderElection
 		name := le.ID
 		if m.sharded() {
-			name = ShardLeaseName(le.ID, 0)
+			name = shard.LeaseName(le.ID, 0)
 		}
-		err = PreflightLease(ctx, m.clients.leases, le.Namespace, name)
+		err = preflight.Lease(ctx, m.clients.leases, le.Namespace, name)
 	}
 	if err == nil && m.sharded() {
-		err = PreflightShards(ctx, m.cfg.RESTConfig.Host, m.clients.bookReads, m.clients.kubeReads, m.shards[0])
+		err = preflight.Shards(ctx, m.cfg.RESTConfig.Host, m.clients.bookReads, m.clients.kubeReads, m.shards[0])
 	}
 	if err != nil && ctx.Err() != nil {
 		return errStopped
@@ -222,46 +268,41 @@ func (m *manager) preflight(ctx context.Context) error {
 	return err
 }
 
-// buildController starts the Event recorder and builds the controller on
-// the informer factories (registering its handlers; nothing runs yet).
+// buildController builds the writing clients (behind the fence, with
+// leader election), and on them the controller, its informers and its
+// Event recorder (registering its handlers; nothing runs yet).
 func (m *manager) buildController(ctx context.Context) error {
-	// Events outlive ctx by the drain: the last syncs may still report.
-	eventCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
-	m.onStop(stopEvents)
-	recorder, err := NewEventRecorder(eventCtx, m.clients.kube, m.cfg.EventQPS, m.cfg.EventBurst)
+	var fence *leader.Fence
+	if m.elector != nil {
+		fence = m.elector.Fence()
+	}
+	w, err := newWriters(m.clients.base, fence)
 	if err != nil {
 		return err
 	}
-	m.kubeFactory, m.bookFactory = NewInformerFactories(m.clients.kubeReads, m.clients.bookReads, m.cfg.Namespace, m.cfg.ResyncPeriod, "")
-	c, err := controller.New(m.clients.kube, m.clients.books, m.bookFactory.Webapp().V1().Books(),
-		m.kubeFactory.Core().V1().ConfigMaps(), recorder, m.cfg.Controller)
-	if err != nil {
+	m.onStop(w.conns.CloseAll)
+	if m.stack, err = m.buildStack(ctx, w, ""); err != nil {
 		return err
 	}
-	m.controller = c
-	// Releases the work queue of a controller that never ran (an early
-	// return, a standby that never led); after Run it changes nothing.
-	m.onStop(func() { c.Abort(errors.New("manager stopped")) })
+	m.onStop(m.stack.Stop)
 	return nil
+}
+
+// buildShard is shard.Config.Build: the writing clients of shard s behind
+// its fence, and on them a stack that lists and watches s alone. The
+// fence closes the clients' connections when the shard's elector returns.
+func (m *manager) buildShard(ctx context.Context, s shard.Shard, fence *leader.Fence) (shard.Stack, error) {
+	w, err := newWriters(m.clients.base, fence)
+	if err != nil {
+		return nil, err
+	}
+	return m.buildStack(ctx, w, s.Selector())
 }
 
 // serveEndpoints binds and serves /metrics and the probes. A port already
 // in use fails the start with the flag's name.
 func (m *manager) serveEndpoints(ctx context.Context) error {
-	var synced func() bool
-	var healthy func() error
-	if m.sharded() {
-		synced, healthy = m.shardsSynced, m.shardsHealthy
-		m.metrics.watchShards(m.cfg.LeaderElection.ID, m.slots)
-	} else {
-		leading := func() bool { return true }
-		healthy = func() error { return nil }
-		if m.fence != nil {
-			leading, healthy = m.fence.isLeading, m.fence.healthy
-		}
-		synced = m.controller.HasSynced
-		m.metrics.watch(m.cfg.LeaderElection.ID, leading, m.bookFactory.Webapp().V1().Books().Lister())
-	}
+	synced, healthy := m.probes()
 	// serveCtx lasts until Run returns: the metrics certificate is watched
 	// while it lasts. Ended by the stop registered below.
 	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
@@ -293,19 +334,28 @@ func (m *manager) serveEndpoints(ctx context.Context) error {
 	return nil
 }
 
+// probes are what /readyz and /healthz report, and registers the metrics
+// that read the same state.
+func (m *manager) probes() (synced func() bool, healthy func() error) {
+	if m.sharded() {
+		m.metrics.watchShards(m.replica)
+		return m.replica.Synced, m.replica.Healthy
+	}
+	leading := func() bool { return true }
+	healthy = func() error { return nil }
+	if m.elector != nil {
+		leading, healthy = m.elector.Fence().Leading, m.elector.Fence().Healthy
+	}
+	m.metrics.watch(m.cfg.LeaderElection.ID, leading, m.stack.CachedBooks)
+	return m.stack.HasSynced, healthy
+}
+
 // startInformers starts the informers before leadership is decided, so that
 // a standby has warm caches the moment it takes over. They stop (and
 // Shutdown waits for them) when Run returns, whatever ctx does: after a lost
 // Lease, ctx has not ended.
-func (m *manager) startInformers(ctx context.Context) error {
-	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
-	m.kubeFactory.Start(informerCtx.Done())
-	m.bookFactory.Start(informerCtx.Done())
-	m.onStop(func() {
-		stopInformers()
-		m.kubeFactory.Shutdown()
-		m.bookFactory.Shutdown()
-	})
+func (m *manager) startInformers(context.Context) error {
+	m.stack.Start()
 	return nil
 }
 
@@ -315,11 +365,20 @@ func (m *manager) work(ctx context.Context) error {
 	le := m.cfg.LeaderElection
 	klog.FromContext(ctx).Info("Starting Book controller", "namespace", namespaceOrAll(m.cfg.Namespace),
 		"workers", m.cfg.Workers, "leaderElection", le.Enabled, "identity", le.Identity)
-	if !le.Enabled {
-		return m.controller.Run(ctx, m.cfg.Workers)
+	if m.elector == nil {
+		return m.stack.Run(ctx)
 	}
-	l := &leader{le: le, lock: m.lock, fence: m.fence, controller: m.controller, workers: m.cfg.Workers, afterLoss: exitAfterLoss}
-	return l.run(ctx)
+	return m.elector.Run(ctx, m.stack)
+}
+
+// workShards runs every shard's slot until ctx ends and each has drained
+// and released its shard, or one fails.
+func (m *manager) workShards(ctx context.Context) error {
+	le := m.cfg.LeaderElection
+	klog.FromContext(ctx).Info("Starting Book controller", "namespace", namespaceOrAll(m.cfg.Namespace),
+		"workers", m.cfg.Workers, "shards", m.cfg.Shards, "boundaries", m.cfg.ShardBoundaries, "leaderElection", le.Enabled, "identity", le.Identity,
+		"leases", le.Namespace+"/"+shard.LeaseName(le.ID, 0)+"..")
+	return m.replica.Run(ctx)
 }
 
 func namespaceOrAll(ns string) string {

@@ -4,9 +4,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/labels"
 
-	booklisters "ydzs.io/book-controller/pkg/generated/listers/webapp/v1"
+	"ydzs.io/book-controller/pkg/shard"
 )
 
 // managerMetrics are the metrics that belong to one manager rather than to
@@ -32,7 +31,7 @@ func newManagerMetrics() *managerMetrics {
 // watch registers the metrics that read the manager's state: whether it
 // leads (under the name controller-runtime and Kubernetes components use)
 // and how many Books its cache holds.
-func (m *managerMetrics) watch(leaseID string, leading func() bool, books booklisters.BookLister) {
+func (m *managerMetrics) watch(leaseID string, leading func() bool, cachedBooks func() int) {
 	leader := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "leader_election_master_status",
 		Help:        "1 when this replica is the leader (or runs without leader election), 0 when it stands by.",
@@ -46,23 +45,16 @@ func (m *managerMetrics) watch(leaseID string, leading func() bool, books bookli
 	cached := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "book_controller_cached_books",
 		Help: "Number of Books in the informer cache.",
-	}, func() float64 {
-		list, err := books.List(labels.Everything())
-		if err != nil {
-			return 0
-		}
-		return float64(len(list))
-	})
+	}, func() float64 { return float64(cachedBooks()) })
 	m.registry.MustRegister(leader, cached)
 }
 
 // watchShards registers the metrics of a sharded manager: how many shards
 // it holds, and per shard whether it holds it and how many Books its cache
 // holds. A shard not held has no cache and so no cached-Books series.
-func (m *managerMetrics) watchShards(leaseID string, slots []*shardSlot) {
+func (m *managerMetrics) watchShards(replica *shard.Replica) {
 	m.registry.MustRegister(&shardsCollector{
-		leaseID: leaseID,
-		slots:   slots,
+		replica: replica,
 		held: prometheus.NewDesc("book_controller_shards_held",
 			"Number of shards whose Lease this replica holds.", nil, nil),
 		leader: prometheus.NewDesc("leader_election_master_status",
@@ -72,10 +64,9 @@ func (m *managerMetrics) watchShards(leaseID string, slots []*shardSlot) {
 	})
 }
 
-// shardsCollector reads the slots at each scrape.
+// shardsCollector reads the shards' state at each scrape.
 type shardsCollector struct {
-	leaseID              string
-	slots                []*shardSlot
+	replica              *shard.Replica
 	held, leader, cached *prometheus.Desc
 }
 
@@ -87,17 +78,15 @@ func (c *shardsCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *shardsCollector) Collect(ch chan<- prometheus.Metric) {
 	held := 0
-	for _, s := range c.slots {
+	for _, s := range c.replica.Status() {
 		leading := 0.0
-		if s.held() {
+		if s.Held {
 			held++
 			leading = 1
 		}
-		ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, leading, ShardLeaseName(c.leaseID, s.shard.Index))
-		if _, work := s.current(); work != nil {
-			if n, ok := work.cachedBooks(); ok {
-				ch <- prometheus.MustNewConstMetric(c.cached, prometheus.GaugeValue, float64(n), strconv.Itoa(s.shard.Index))
-			}
+		ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, leading, s.Lease)
+		if s.Cached {
+			ch <- prometheus.MustNewConstMetric(c.cached, prometheus.GaugeValue, float64(s.CachedBooks), strconv.Itoa(s.Shard.Index))
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(held))

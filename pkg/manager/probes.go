@@ -9,9 +9,11 @@ import (
 //   - /healthz: the process is alive. With leader election it fails from the
 //     moment leadership is lost until the process exits, and when a leader
 //     has gone past its renew deadline without noticing, so the kubelet
-//     restarts a replica stuck on its way out (see writeFence.healthy);
-//   - /readyz: the informer caches are synced. A replica that is not leading
-//     is still ready: it is a warm standby.
+//     restarts a replica stuck on its way out (see leader.Fence.Healthy);
+//     with shards, only the latter (shard.Replica.Healthy);
+//   - /readyz: the informer caches are synced (with shards: those of every
+//     shard held). A replica that is not leading is still ready: it is a
+//     warm standby, or a spare.
 func probeHandler(synced func() bool, healthy func() error) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ydzs.io/book-controller/internal/poll"
-	"ydzs.io/book-controller/pkg/manager"
+	"ydzs.io/book-controller/pkg/shard"
 )
 
 // The shard comparison (-shards K, `make bench-shards`): N Books over
@@ -24,6 +24,10 @@ import (
 // created first, then the replicas start) in namespaces of its own. It
 // reports each replica's peak RSS, CPU and the Books of its shard, the
 // total Books per second, and how many Books each shard holds.
+
+// leaseID is the replicas' --leader-elect-id: their shards' Leases are
+// leaseID-shard-<i> (shard.LeaseName).
+const leaseID = "book-controller"
 
 // ShardResult is what a shard comparison measured; written as JSON.
 type ShardResult struct {
@@ -97,7 +101,7 @@ func (e *env) runShards(ctx context.Context) error {
 	}{
 		{"unsharded", 1, nil},
 		{fmt.Sprintf("%d-shards-equal", o.shards), o.shards, nil},
-		{fmt.Sprintf("%d-shards-balanced", o.shards), o.shards, manager.BalancedBoundaries(weights, o.shards)},
+		{fmt.Sprintf("%d-shards-balanced", o.shards), o.shards, shard.BalancedBoundaries(weights, o.shards)},
 	}
 	for r := 1; r <= o.rounds; r++ {
 		e.round = r
@@ -201,7 +205,7 @@ func (e *env) shardPhase(ctx context.Context, round int, name string, k int, bou
 	for r := range k {
 		spec := controllerSpec{Config: name, Name: fmt.Sprintf("%s-%d", name, r), bin: e.ours,
 			args: func(_, metrics, probe string) []string {
-				a := []string{"--kubeconfig", e.kubecfg, "--leader-elect", "--leader-elect-namespace", leaseNS,
+				a := []string{"--kubeconfig", e.kubecfg, "--leader-elect", "--leader-elect-namespace", leaseNS, "--leader-elect-id", leaseID,
 					"--metrics-bind-address", metrics, "--health-probe-bind-address", probe,
 					"--workers", fmt.Sprint(e.defaults.workers), "--kube-api-qps", e.defaults.qps, "--kube-api-burst", e.defaults.burst}
 				if k > 1 {
@@ -234,10 +238,10 @@ func (e *env) shardPhase(ctx context.Context, round int, name string, k int, bou
 	p.LoadAvgEnd = loadavg()
 
 	// Which replica holds which shard, and so how many Books each served.
-	ranges := manager.Shards(max(k, 1))
+	ranges := shard.Equal(max(k, 1))
 	if len(boundaries) > 0 {
 		var err error
-		if ranges, err = manager.ShardsAt(boundaries); err != nil {
+		if ranges, err = shard.At(boundaries); err != nil {
 			return p, err
 		}
 	}
@@ -247,13 +251,13 @@ func (e *env) shardPhase(ctx context.Context, round int, name string, k int, bou
 		if i < o.n%len(namespaces) {
 			n++
 		}
-		booksOf[manager.ShardIn(ns, ranges)] += n
+		booksOf[shard.In(ns, ranges)] += n
 	}
 	p.BooksPerShard = booksOf
 	holders := map[string][]int{}
 	if k > 1 {
 		for i := range k {
-			lease, err := e.kube.CoordinationV1().Leases(leaseNS).Get(ctx, manager.ShardLeaseName(manager.DefaultLeaderElectionID, i), metav1.GetOptions{})
+			lease, err := e.kube.CoordinationV1().Leases(leaseNS).Get(ctx, shard.LeaseName(leaseID, i), metav1.GetOptions{})
 			if err == nil && lease.Spec.HolderIdentity != nil {
 				holders[*lease.Spec.HolderIdentity] = append(holders[*lease.Spec.HolderIdentity], i)
 			}

@@ -14,7 +14,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"ydzs.io/book-controller/internal/poll"
-	"ydzs.io/book-controller/pkg/manager"
+	"ydzs.io/book-controller/pkg/shard"
 )
 
 // ShardedNamespaces creates perShard namespaces in each of n shards (names
@@ -26,7 +26,7 @@ func (e *Env) ShardedNamespaces(t testing.TB, prefix string, n, perShard int) []
 	prefix = sanitize(prefix)
 	for k, full := 0, 0; full < n; k++ {
 		name := fmt.Sprintf("%s-%d", prefix, k)
-		i := manager.ShardOf(name, n)
+		i := shard.Of(name, n)
 		if len(out[i]) == perShard {
 			continue
 		}
@@ -48,7 +48,7 @@ func (e *Env) ShardedNamespaces(t testing.TB, prefix string, n, perShard int) []
 func (e *Env) ShardHolders(ctx context.Context, namespace, leaseID string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
-		out[i] = e.LeaseHolder(ctx, namespace, manager.ShardLeaseName(leaseID, i))
+		out[i] = e.LeaseHolder(ctx, namespace, shard.LeaseName(leaseID, i))
 	}
 	return out
 }
@@ -105,7 +105,7 @@ func (e *Env) CheckShardLeaderships(t testing.TB, namespace, leaseID string, byS
 	events := e.AuditLog(t)
 	out := make([]*LeadershipReport, len(byShard))
 	for i, namespaces := range byShard {
-		lease := manager.ShardLeaseName(leaseID, i)
+		lease := shard.LeaseName(leaseID, i)
 		r, err := LeadershipsOver(events, namespace, lease, ShardWrites(events, namespaces), renewDeadline)
 		if err != nil {
 			t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/localcluster"
 	"ydzs.io/book-controller/pkg/manager"
+	"ydzs.io/book-controller/pkg/shard"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -45,17 +46,17 @@ func TestShardsSpreadAndEachBookHasOneWriter(t *testing.T) {
 		t.Cleanup(func() { _ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 		weights[ns] = 1
 	}
-	boundaries := manager.BalancedBoundaries(weights, shards)
-	ranges, err := manager.ShardsAt(boundaries)
+	boundaries := shard.BalancedBoundaries(weights, shards)
+	ranges, err := shard.At(boundaries)
 	if err != nil {
 		t.Fatal(err)
 	}
 	byShard := make([][]string, shards)
 	equal := map[int]bool{}
 	for ns := range weights {
-		i := manager.ShardIn(ns, ranges)
+		i := shard.In(ns, ranges)
 		byShard[i] = append(byShard[i], ns)
-		equal[manager.ShardOf(ns, shards)] = true
+		equal[shard.Of(ns, shards)] = true
 	}
 	if len(equal) != 1 {
 		t.Logf("equal ranges would spread these namespaces over %d shards too", len(equal))

@@ -1,4 +1,4 @@
-package manager
+package leader
 
 import (
 	"context"
@@ -19,12 +19,12 @@ import (
 // refuses.
 var ErrWriteFenced = errors.New("write refused: this replica does not hold the leader-election Lease")
 
-// writeFence lets this process write to the API server only while it can
-// prove that it holds the leader-election Lease. It is a property of the
-// process, not of a code path: it wraps the transport of every client that
-// writes (Books, ConfigMaps, Events), so no worker, drain or Event can write
-// after leadership is lost. The leader elector's own Lease client is not
-// fenced: it must renew, and release.
+// Fence lets this process write to the API server only while it can
+// prove that it holds the Lease of its Elector. It wraps the transport of
+// every client that writes on behalf of the Elector's Work (Books,
+// ConfigMaps, Events: Wrap), so no worker, drain or Event can write after
+// leadership is lost. The elector's own Lease client is not fenced: it
+// must renew, and release.
 //
 // The proof is time. Each successful renewal of the Lease that a standby
 // can see (reported by fencingLock) opens the fence until the moment the
@@ -43,16 +43,23 @@ var ErrWriteFenced = errors.New("write refused: this replica does not hold the l
 // holder, leadership is lost for good: the fence never opens again, the
 // writing clients' connections are closed (so bytes queued on a half-dead
 // connection cannot reach the server after a partition heals), and the
-// process exits. Without leader election there is no fence.
-type writeFence struct {
+// Elector's Run returns ErrLost: the process exits, or with shards the
+// shard's slot stands by again, with a new Elector and a new fence.
+type Fence struct {
 	renewDeadline time.Duration
 	clock         clock.WithDelayedExecution
-	refused       prometheus.Counter
-	// conns dials the writing clients' connections; closed on loss.
-	conns *connrotation.Dialer
+	refused       prometheus.Counter // nil: not counted
 
+	// mu guards every field below. They are written by the elector's
+	// goroutine (renewed, taken), the expiry timer's (expire), Run's
+	// (lose, stepDown), the writers' (admit, done) and whoever builds the
+	// writing clients (Wrap); the probes and the metrics scrape read them
+	// (Leading, Healthy, Cause).
 	mu    sync.Mutex
 	state fenceState
+	// conns dial the writing clients' connections (Wrap); closed on a
+	// loss, and when Run returns.
+	conns []*connrotation.Dialer
 	// lastRenewal is when the latest successful renewal (or the
 	// acquisition) was sent; writes are admitted until validUntil, that
 	// moment plus the renew deadline.
@@ -65,7 +72,7 @@ type writeFence struct {
 	lost chan struct{}
 }
 
-// fenceState is where the fence is in the life of the process. It only
+// fenceState is where the fence is in the life of its Elector. It only
 // moves forward: standingBy → leading → (steppedDown | lost).
 type fenceState int
 
@@ -76,27 +83,42 @@ const (
 	lostLease                     // leadership lost: writes refused for good
 )
 
-func newWriteFence(renewDeadline time.Duration, clk clock.WithDelayedExecution, refused prometheus.Counter, conns *connrotation.Dialer) *writeFence {
-	return &writeFence{
+func newFence(renewDeadline time.Duration, clk clock.WithDelayedExecution, refused prometheus.Counter) *Fence {
+	return &Fence{
 		renewDeadline: renewDeadline,
 		clock:         clk,
 		refused:       refused,
-		conns:         conns,
 		lost:          make(chan struct{}),
 	}
 }
 
-// wrap returns a copy of cfg whose mutating requests (POST, PUT, PATCH,
-// DELETE) pass only through an open fence.
-func (f *writeFence) wrap(cfg *rest.Config) *rest.Config {
+// Wrap returns a copy of cfg that dials through conns and whose mutating
+// requests (POST, PUT, PATCH, DELETE) pass only through an open fence. The
+// fence closes conns' connections on a loss and when Run returns; reads
+// through them are not fenced.
+func (f *Fence) Wrap(cfg *rest.Config, conns *connrotation.Dialer) *rest.Config {
+	f.mu.Lock()
+	f.conns = append(f.conns, conns)
+	f.mu.Unlock()
 	cfg = rest.CopyConfig(cfg)
+	cfg.Dial = conns.DialContext
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &fencedTransport{fence: f, next: rt} })
 	return cfg
 }
 
+// closeConnections closes the connections of every writing client.
+func (f *Fence) closeConnections() {
+	f.mu.Lock()
+	conns := f.conns
+	f.mu.Unlock()
+	for _, c := range conns {
+		c.CloseAll()
+	}
+}
+
 // renewed records a successful acquisition or renewal of the Lease that was
 // sent at sent. The first one opens the fence.
-func (f *writeFence) renewed(sent time.Time) {
+func (f *Fence) renewed(sent time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch f.state {
@@ -118,7 +140,7 @@ func (f *writeFence) renewed(sent time.Time) {
 }
 
 // expire closes the fence for good if the renew deadline has passed.
-func (f *writeFence) expire() {
+func (f *Fence) expire() {
 	f.mu.Lock()
 	if f.state != leading || f.clock.Now().Before(f.validUntil) {
 		f.mu.Unlock()
@@ -132,7 +154,7 @@ func (f *writeFence) expire() {
 
 // taken closes the fence for good if this process leads and the Lease shows
 // another holder.
-func (f *writeFence) taken(holder string) {
+func (f *Fence) taken(holder string) {
 	f.mu.Lock()
 	isLeading := f.state == leading
 	f.mu.Unlock()
@@ -147,8 +169,8 @@ func (f *writeFence) taken(holder string) {
 }
 
 // lose closes the fence for good, records why, closes the writing clients'
-// connections and closes Lost(). It does nothing after a step-down.
-func (f *writeFence) lose(cause error) {
+// connections and closes lost. It does nothing after a step-down.
+func (f *Fence) lose(cause error) {
 	f.mu.Lock()
 	if f.state == steppedDown || f.state == lostLease {
 		f.mu.Unlock()
@@ -160,16 +182,11 @@ func (f *writeFence) lose(cause error) {
 	}
 	close(f.lost)
 	f.mu.Unlock()
-	if f.conns != nil {
-		f.conns.CloseAll()
-	}
+	f.closeConnections()
 }
 
-// Lost is closed once leadership is lost; Cause then says why.
-func (f *writeFence) Lost() <-chan struct{} { return f.lost }
-
 // Cause is why leadership was lost, or nil.
-func (f *writeFence) Cause() error {
+func (f *Fence) Cause() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.cause
@@ -181,7 +198,7 @@ func (f *writeFence) Cause() error {
 // leadership was lost before: also when the renew deadline has passed and
 // the expiry timer has yet to say so (a drain cut short by the deadline can
 // end just before it).
-func (f *writeFence) stepDown(ctx context.Context) bool {
+func (f *Fence) stepDown(ctx context.Context) bool {
 	f.mu.Lock()
 	if f.state == leading && !f.clock.Now().Before(f.validUntil) {
 		f.mu.Unlock()
@@ -213,17 +230,17 @@ func (f *writeFence) stepDown(ctx context.Context) bool {
 	return true
 }
 
-// isLeading reports whether writes are admitted now.
-func (f *writeFence) isLeading() bool {
+// Leading reports whether writes are admitted now.
+func (f *Fence) Leading() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.state == leading && f.clock.Now().Before(f.validUntil)
 }
 
-// healthy fails from the moment leadership is lost until the process exits,
-// and also when the renew deadline has passed without the fence noticing,
-// so that the kubelet restarts a replica stuck on its way out.
-func (f *writeFence) healthy() error {
+// Healthy fails from the moment leadership is lost, and also when the
+// renew deadline has passed without the fence noticing, so that the
+// kubelet restarts a replica stuck on its way out.
+func (f *Fence) Healthy() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
@@ -238,7 +255,7 @@ func (f *writeFence) healthy() error {
 
 // admit lets one write through if the fence is open, and returns how long
 // it may take; done must be called when it is answered.
-func (f *writeFence) admit() (time.Duration, error) {
+func (f *Fence) admit() (time.Duration, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var why string
@@ -258,12 +275,14 @@ func (f *writeFence) admit() (time.Duration, error) {
 	case lostLease:
 		why = f.cause.Error()
 	}
-	f.refused.Inc()
+	if f.refused != nil {
+		f.refused.Inc()
+	}
 	return 0, fmt.Errorf("%w: %s", ErrWriteFenced, why)
 }
 
 // done marks an admitted write answered.
-func (f *writeFence) done() {
+func (f *Fence) done() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.inflight--
@@ -276,7 +295,7 @@ func (f *writeFence) done() {
 // fencedTransport sends reads as they are and writes only through the fence,
 // each with a context that ends when the fence would close.
 type fencedTransport struct {
-	fence *writeFence
+	fence *Fence
 	next  http.RoundTripper
 }
 

@@ -1,4 +1,4 @@
-package manager
+package preflight
 
 import (
 	"context"
@@ -17,10 +17,10 @@ import (
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
-// bookAPIPath is where Preflight must look for the Book API.
+// bookAPIPath is where BookAPI must look for the Book API.
 var bookAPIPath = "/apis/" + webappv1.SchemeGroupVersion.String()
 
-// discoveryClient is the client manager.Run hands to Preflight, for host.
+// discoveryClient is the client manager.Run hands to BookAPI, for host.
 func discoveryClient(t *testing.T, host string) rest.Interface {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(&rest.Config{Host: host})
@@ -91,7 +91,7 @@ func TestPreflight(t *testing.T) {
 			// What kube-apiserver answers for a group it does not serve.
 			name:    "CRD missing, plain 404",
 			handler: plain(http.StatusNotFound, "404 page not found"),
-			want:    []string{"not installed", "books." + webappv1.GroupName, CRDInstallHint, "kubectl apply -f manifests/crd.yaml"},
+			want:    []string{"not installed", "books." + webappv1.GroupName, crdInstallHint, "kubectl apply -f manifests/crd.yaml"},
 		},
 		{
 			name:    "CRD missing, Status 404",
@@ -122,7 +122,7 @@ func TestPreflight(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := server(t, c.handler)
-			err := Preflight(context.Background(), srv.URL, discoveryClient(t, srv.URL))
+			err := BookAPI(context.Background(), srv.URL, discoveryClient(t, srv.URL))
 			checkPreflightError(t, err, srv.URL, c.want)
 		})
 	}
@@ -138,14 +138,14 @@ func TestPreflightClosedPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	err = Preflight(context.Background(), host, discoveryClient(t, host))
+	err = BookAPI(context.Background(), host, discoveryClient(t, host))
 	checkPreflightError(t, err, host, []string{"cannot reach the API server", "connection refused", "--kubeconfig"})
 	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("Preflight took %v to notice a closed port", d)
+		t.Errorf("BookAPI took %v to notice a closed port", d)
 	}
 }
 
-// A server that accepts the connection and never answers: Preflight gives up
+// A server that accepts the connection and never answers: BookAPI gives up
 // when the context does and says it cannot reach the server.
 func TestPreflightHangingServer(t *testing.T) {
 	release := make(chan struct{})
@@ -158,7 +158,7 @@ func TestPreflightHangingServer(t *testing.T) {
 	defer close(release) // before srv.Close, which waits for the handler
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	err := Preflight(ctx, srv.URL, discoveryClient(t, srv.URL))
+	err := BookAPI(ctx, srv.URL, discoveryClient(t, srv.URL))
 	checkPreflightError(t, err, srv.URL, []string{"cannot reach the API server", "deadline exceeded"})
 }
 
@@ -166,20 +166,20 @@ func checkPreflightError(t *testing.T, err error, host string, want []string) {
 	t.Helper()
 	if want == nil {
 		if err != nil {
-			t.Fatalf("Preflight: unexpected error: %v", err)
+			t.Fatalf("BookAPI: unexpected error: %v", err)
 		}
 		return
 	}
 	if err == nil {
-		t.Fatalf("Preflight = nil, want an error mentioning %q", want)
+		t.Fatalf("BookAPI = nil, want an error mentioning %q", want)
 	}
 	msg := err.Error()
 	for _, w := range append(want, host) {
 		if !strings.Contains(msg, w) {
-			t.Errorf("Preflight error does not mention %q:\n  %s", w, msg)
+			t.Errorf("BookAPI error does not mention %q:\n  %s", w, msg)
 		}
 	}
 	if strings.Contains(msg, "\n") {
-		t.Errorf("Preflight error spans several lines, want one sentence:\n%s", msg)
+		t.Errorf("BookAPI error spans several lines, want one sentence:\n%s", msg)
 	}
 }

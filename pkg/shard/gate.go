@@ -1,4 +1,4 @@
-package manager
+package shard
 
 import (
 	"errors"
@@ -9,11 +9,11 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// errShardTurn is wrapped by the error of an acquisition the gate holds
+// errNotOurTurn is wrapped by the error of an acquisition the gate holds
 // back. client-go's elector logs it and tries again a retry period later.
-var errShardTurn = errors.New("not this replica's turn to take the shard")
+var errNotOurTurn = errors.New("not this replica's turn to take the shard")
 
-// shardGate spreads the shards over the replicas. Every replica runs one
+// gate spreads the shards over the replicas. Every replica runs one
 // leader elector per shard, each ready to take its shard's Lease when the
 // Lease is free (missing, released, or not renewed for a lease duration);
 // the gate decides which of those attempts may go ahead:
@@ -27,10 +27,13 @@ var errShardTurn = errors.New("not this replica's turn to take the shard")
 // shard whose holder died, and a lone replica still ends up serving every
 // shard, one lease duration later. "Free since" is the first attempt the
 // gate saw, forgotten when the Lease is seen renewed by someone else.
-type shardGate struct {
+type gate struct {
 	leaseDuration time.Duration
 	clock         clock.PassiveClock
 
+	// mu guards the fields below: every slot's elector goroutine calls
+	// Begin, End and SeenHeld (through its Lease lock), and every slot's
+	// goroutine released.
 	mu sync.Mutex
 	// held are the shards whose Lease this replica holds.
 	held map[int]bool
@@ -40,21 +43,21 @@ type shardGate struct {
 	freeSince map[int]time.Time
 }
 
-func newShardGate(leaseDuration time.Duration, clk clock.PassiveClock) *shardGate {
-	return &shardGate{leaseDuration: leaseDuration, clock: clk, held: map[int]bool{}, trying: -1, freeSince: map[int]time.Time{}}
+func newGate(leaseDuration time.Duration, clk clock.PassiveClock) *gate {
+	return &gate{leaseDuration: leaseDuration, clock: clk, held: map[int]bool{}, trying: -1, freeSince: map[int]time.Time{}}
 }
 
-// shardTurn is the gate as one shard's Lease lock sees it.
-type shardTurn struct {
-	gate  *shardGate
+// turn is the gate as one shard's Lease lock sees it: a leader.Gate.
+type turn struct {
+	gate  *gate
 	shard int
 }
 
-func (g *shardGate) turn(shard int) *shardTurn { return &shardTurn{gate: g, shard: shard} }
+func (g *gate) turnFor(shard int) *turn { return &turn{gate: g, shard: shard} }
 
-// begin lets an attempt to acquire the shard go ahead, or says why not;
-// after a nil error, end must be called with the outcome.
-func (t *shardTurn) begin() error {
+// Begin lets an attempt to acquire the shard go ahead, or says why not;
+// after a nil error, End must be called with the outcome.
+func (t *turn) Begin() error {
 	g := t.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -66,17 +69,17 @@ func (t *shardTurn) begin() error {
 	}
 	switch {
 	case g.trying >= 0:
-		return fmt.Errorf("%w: it is trying for shard %d first", errShardTurn, g.trying)
+		return fmt.Errorf("%w: it is trying for shard %d first", errNotOurTurn, g.trying)
 	case len(g.held) > 0 && now.Sub(since) < g.leaseDuration:
 		return fmt.Errorf("%w: it holds %d shard(s), so it takes this one only after it has been free for %s (free since %s), leaving it to a replica that holds none",
-			errShardTurn, len(g.held), g.leaseDuration, since.Format(time.RFC3339))
+			errNotOurTurn, len(g.held), g.leaseDuration, since.Format(time.RFC3339))
 	}
 	g.trying = t.shard
 	return nil
 }
 
-// end records the outcome of the attempt begin let through.
-func (t *shardTurn) end(acquired bool) {
+// End records the outcome of the attempt Begin let through.
+func (t *turn) End(acquired bool) {
 	g := t.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -87,8 +90,8 @@ func (t *shardTurn) end(acquired bool) {
 	}
 }
 
-// seenHeld forgets when the shard was seen free: someone else holds it.
-func (t *shardTurn) seenHeld() {
+// SeenHeld forgets when the shard was seen free: someone else holds it.
+func (t *turn) SeenHeld() {
 	g := t.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -97,7 +100,7 @@ func (t *shardTurn) seenHeld() {
 
 // released records that this replica no longer holds the shard: it gave
 // the Lease up, or lost it.
-func (t *shardTurn) released() {
+func (t *turn) released() {
 	g := t.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -1,4 +1,10 @@
-package manager
+// Package shard splits the Books over replicas by namespace hash: the hash
+// ranges and their selectors (this file), the gate that spreads shards
+// over replicas (gate.go), and a slot per shard that competes for the
+// shard's Lease and, while holding it, runs the shard's informers and
+// controller behind a write fence of its own (slot.go, work.go).
+// docs/sharding.md tells the whole story.
+package shard
 
 import (
 	"fmt"
@@ -10,17 +16,22 @@ import (
 	"k8s.io/apimachinery/pkg/sharding"
 )
 
-// ShardKey is the field the API server hashes to place an object in a
+// key is the field the API server hashes to place an object in a
 // shard. Books are sharded by namespace, not by UID: a Book and its
 // ConfigMap share a namespace but not a UID, and the controller must find
 // a Book's ConfigMap (and a ConfigMap's Book) in the same shard's caches.
 // Sharded by UID, the ConfigMap of a Book would be in another replica's
 // cache, or in none. The price is that one namespace is never split: a
 // namespace holding most Books makes its shard the busiest.
-const ShardKey = "object.metadata.namespace"
+const key = "object.metadata.namespace"
 
-// Shard is one of N equal ranges of the API server's 64-bit FNV-1a hash of
-// ShardKey, [Start, End).
+// Max bounds the number of shards: each shard costs every replica a leader
+// elector polling its Lease, and the API server a watch per resource.
+const Max = 64
+
+// Shard is one range of the API server's 64-bit FNV-1a hash of a Book's
+// namespace, [Start, End): one of n equal ones (Equal), or one between
+// boundaries (At).
 type Shard struct {
 	Index int
 	// Start and End are written as the API server's shardRange() wants
@@ -33,7 +44,7 @@ type Shard struct {
 
 // Selector is the metav1.ListOptions.ShardSelector of the shard.
 func (s Shard) Selector() string {
-	return fmt.Sprintf("shardRange(%s, '%s', '%s')", ShardKey, s.Start, s.End)
+	return fmt.Sprintf("shardRange(%s, '%s', '%s')", key, s.Start, s.End)
 }
 
 // Holds reports whether the shard holds the Books of namespace.
@@ -42,9 +53,9 @@ func (s Shard) Holds(namespace string) bool {
 	return !sharding.HexLess(hash, s.Start) && sharding.HexLess(hash, s.End)
 }
 
-// Shards splits the hash space into n ranges of equal width (to within
+// Equal splits the hash space into n ranges of equal width (to within
 // one), shard i starting at floor(i × 2^64 / n).
-func Shards(n int) []Shard {
+func Equal(n int) []Shard {
 	bound := func(i int) string {
 		if i == n {
 			return "0x10000000000000000"
@@ -60,12 +71,12 @@ func Shards(n int) []Shard {
 	return out
 }
 
-// ShardOf is the index of the shard, of n equal ones, that holds the Books
-// of namespace: what the API server computes for each object.
-func ShardOf(namespace string, n int) int { return ShardIn(namespace, Shards(n)) }
+// Of is the index of the shard, of n equal ones, that holds the Books of
+// namespace: what the API server computes for each object.
+func Of(namespace string, n int) int { return In(namespace, Equal(n)) }
 
-// ShardIn is the index of the shard that holds the Books of namespace.
-func ShardIn(namespace string, shards []Shard) int {
+// In is the index of the shard that holds the Books of namespace.
+func In(namespace string, shards []Shard) int {
 	for _, s := range shards {
 		if s.Holds(namespace) {
 			return s.Index
@@ -74,7 +85,7 @@ func ShardIn(namespace string, shards []Shard) int {
 	return len(shards) - 1 // unreachable: the ranges cover the hash space
 }
 
-// ShardsAt splits the hash space at the given boundaries (0x and 16 hex
+// At splits the hash space at the given boundaries (0x and 16 hex
 // digits each, strictly increasing, above 0): len(boundaries)+1 shards.
 //
 // Equal ranges suit keys whose hashes spread over the whole space, such as
@@ -83,7 +94,7 @@ func ShardIn(namespace string, shards []Shard) int {
 // top ten bits or more, so equal ranges put all of them in one shard.
 // Boundaries placed between the namespaces' actual hashes
 // (BalancedBoundaries) split them evenly.
-func ShardsAt(boundaries []string) ([]Shard, error) {
+func At(boundaries []string) ([]Shard, error) {
 	points := []string{"0x0000000000000000"}
 	for _, b := range boundaries {
 		b = strings.TrimSpace(b)
@@ -133,7 +144,7 @@ func BalancedBoundaries(weights map[string]int, n int) []string {
 	})
 	if len(all) < n { // fewer namespaces than shards: equal ranges
 		var out []string
-		for _, sh := range Shards(n)[1:] {
+		for _, sh := range Equal(n)[1:] {
 			out = append(out, sh.Start)
 		}
 		return out
@@ -155,8 +166,25 @@ func BalancedBoundaries(weights map[string]int, n int) []string {
 	return out
 }
 
-// ShardLeaseName is the name of the Lease whose holder serves shard i:
+// LeaseName is the name of the Lease whose holder serves shard i:
 // <leader-elect-id>-shard-<i>.
-func ShardLeaseName(id string, i int) string {
+func LeaseName(id string, i int) string {
 	return fmt.Sprintf("%s-shard-%d", id, i)
+}
+
+// Ranges are the hash ranges of n shards: equal, or at the boundaries
+// given (then one fewer than n).
+func Ranges(n int, boundaries []string) ([]Shard, error) {
+	if len(boundaries) == 0 {
+		return Equal(n), nil
+	}
+	shards, err := At(boundaries)
+	if err != nil {
+		return nil, err
+	}
+	if len(shards) != n {
+		return nil, fmt.Errorf("%d shard boundaries make %d shards, not %d: give one fewer boundary than shards",
+			len(boundaries), len(shards), n)
+	}
+	return shards, nil
 }

@@ -1,9 +1,10 @@
-package manager
+package leader
 
 import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/connrotation"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"ydzs.io/book-controller/internal/poll"
@@ -28,7 +30,7 @@ const testRenewDeadline = 10 * time.Second
 var tStart = time.Date(2026, time.January, 2, 3, 4, 5, 0, time.UTC)
 
 type fenceFixture struct {
-	fence   *writeFence
+	fence   *Fence
 	clock   *clocktesting.FakeClock
 	refused prometheus.Counter
 }
@@ -39,7 +41,7 @@ func newFenceFixture(t *testing.T) *fenceFixture {
 		clock:   clocktesting.NewFakeClock(tStart),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "refused"}),
 	}
-	f.fence = newWriteFence(testRenewDeadline, f.clock, f.refused, nil)
+	f.fence = newFence(testRenewDeadline, f.clock, f.refused)
 	return f
 }
 
@@ -68,10 +70,10 @@ func (f *fenceFixture) refusedWith(t *testing.T, want string) {
 	}
 }
 
-func waitLost(t *testing.T, f *writeFence) {
+func waitLost(t *testing.T, f *Fence) {
 	t.Helper()
 	select {
-	case <-f.Lost():
+	case <-f.lost:
 	case <-time.After(5 * time.Second):
 		t.Fatal("leadership not reported lost")
 	}
@@ -80,10 +82,10 @@ func waitLost(t *testing.T, f *writeFence) {
 func TestFenceRefusesWritesBeforeTheLeaseIsHeld(t *testing.T) {
 	f := newFenceFixture(t)
 	f.refusedWith(t, "has not acquired the Lease")
-	if f.fence.isLeading() {
+	if f.fence.Leading() {
 		t.Error("a standby reports leading")
 	}
-	if err := f.fence.healthy(); err != nil {
+	if err := f.fence.Healthy(); err != nil {
 		t.Errorf("a standby is unhealthy: %v", err)
 	}
 }
@@ -98,7 +100,7 @@ func TestFenceClosesAtTheRenewDeadlineOfTheLastRenewalSent(t *testing.T) {
 	if left := f.admitted(t); left != testRenewDeadline-3*time.Second {
 		t.Errorf("an admitted write may take %v, want %v (the deadline of the renewal sent 3 s ago)", left, testRenewDeadline-3*time.Second)
 	}
-	if !f.fence.isLeading() {
+	if !f.fence.Leading() {
 		t.Error("not leading after acquiring")
 	}
 
@@ -107,7 +109,7 @@ func TestFenceClosesAtTheRenewDeadlineOfTheLastRenewalSent(t *testing.T) {
 		t.Errorf("a write 1 ms before the deadline may take %v, want 1ms", left)
 	}
 	select {
-	case <-f.fence.Lost():
+	case <-f.fence.lost:
 		t.Fatal("lost before the deadline")
 	default:
 	}
@@ -115,10 +117,10 @@ func TestFenceClosesAtTheRenewDeadlineOfTheLastRenewalSent(t *testing.T) {
 	f.clock.Step(time.Millisecond)
 	waitLost(t, f.fence)
 	f.refusedWith(t, "not renewed within the 10s renew deadline")
-	if err := f.fence.healthy(); err == nil || !strings.Contains(err.Error(), "leadership lost") {
+	if err := f.fence.Healthy(); err == nil || !strings.Contains(err.Error(), "leadership lost") {
 		t.Errorf("healthy after the loss: %v, want an error", err)
 	}
-	if f.fence.isLeading() {
+	if f.fence.Leading() {
 		t.Error("leading after the loss")
 	}
 
@@ -146,7 +148,7 @@ func TestFenceClosesAtOnceWhenTheLeaseIsTaken(t *testing.T) {
 	f := newFenceFixture(t)
 	f.fence.taken("other") // standing by: someone else leads, nothing to lose
 	select {
-	case <-f.fence.Lost():
+	case <-f.fence.lost:
 		t.Fatal("a standby lost leadership on seeing the leader")
 	default:
 	}
@@ -181,7 +183,7 @@ func TestFenceStepDownWaitsForTheWritesInFlight(t *testing.T) {
 	f.clock.Step(2 * testRenewDeadline)
 	time.Sleep(10 * time.Millisecond) // let a (wrong) expiry goroutine run
 	select {
-	case <-f.fence.Lost():
+	case <-f.fence.lost:
 		t.Fatal("lost after stepping down")
 	default:
 	}
@@ -225,9 +227,8 @@ func TestFencedTransport(t *testing.T) {
 	defer srv.Close()
 
 	f := newFenceFixture(t)
-	conns := trackedDialer(nil)
-	f.fence.conns = conns
-	cfg := f.fence.wrap(&rest.Config{Host: srv.URL, Dial: conns.DialContext})
+	conns := connrotation.NewDialer((&net.Dialer{}).DialContext)
+	cfg := f.fence.Wrap(&rest.Config{Host: srv.URL}, conns)
 	client := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps("ns")
 	ctx := context.Background()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}

@@ -1,4 +1,4 @@
-package manager
+package leader
 
 import (
 	"bytes"
@@ -7,29 +7,59 @@ import (
 	"sync/atomic"
 	"time"
 
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
 )
+
+// Gate decides when this replica may try to acquire a Lease that is free.
+// pkg/shard's gate uses it to spread shards over replicas.
+type Gate interface {
+	// Begin lets an attempt to acquire the Lease go ahead, or says why
+	// not; after a nil error, End must be called with the outcome.
+	Begin() error
+	// End records the outcome of the attempt Begin let through.
+	End(acquired bool)
+	// SeenHeld is told each time the Lease is seen renewed by another
+	// holder.
+	SeenHeld()
+}
 
 // fencingLock is the leader elector's Lease lock, telling the write fence
 // what the elector learns: each successful acquisition or renewal that a
 // standby can see, with the moment its request was sent (before the API
 // server can have stored it, so before any standby can have seen it), and
 // each sight of the Lease held by someone else. It adds no request of its
-// own. Like the lock it wraps, it is used by one goroutine at a time.
+// own. Like the lock it wraps, it is not safe for concurrent use: only the
+// elector's goroutine calls it. (Run's release, once the elector has
+// stopped, uses the lock it wraps.)
 type fencingLock struct {
 	resourcelock.Interface
-	fence *writeFence
+	fence *Fence
 	clock clock.PassiveClock
-	// acquired is set once this process has held the Lease, so that a
-	// shutdown knows whether there is anything to release.
+	// acquired is set, by the elector's goroutine, once this process has
+	// held the Lease; Run reads it once the elector has stopped, to know
+	// whether there is anything to release. Atomic, so that a reader
+	// need not know whether the elector still runs.
 	acquired atomic.Bool
 	// stored is the Lease as a standby compares it (see standbyView), as
-	// last read or written.
+	// last read or written; the elector's goroutine alone touches it.
 	stored []byte
-	// gate, with shards, decides when this replica may try to acquire the
-	// Lease (see shardGate); nil lets every attempt through.
-	gate *shardTurn
+	// gate, if not nil, decides when this replica may try to acquire the
+	// Lease.
+	gate Gate
+}
+
+// newLock is the Lease lock of cfg, through leases, reporting to fence.
+// It is the only place a Lease lock is built, for the process's Lease as
+// for each shard's.
+func newLock(cfg Config, leases coordinationv1client.LeasesGetter, fence *Fence) *fencingLock {
+	lock := &resourcelock.LeaseLock{
+		Client:     leases,
+		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
+	}
+	lock.LeaseMeta.Namespace, lock.LeaseMeta.Name = cfg.Namespace, cfg.Name
+	return &fencingLock{Interface: lock, fence: fence, clock: cfg.Clock, gate: cfg.Gate}
 }
 
 // Get reads the Lease; another holder means leadership is lost.
@@ -37,7 +67,7 @@ func (l *fencingLock) Get(ctx context.Context) (*resourcelock.LeaderElectionReco
 	rec, raw, err := l.Interface.Get(ctx)
 	if err == nil {
 		if l.gate != nil && rec.HolderIdentity != "" && rec.HolderIdentity != l.Identity() && !bytes.Equal(raw, l.stored) {
-			l.gate.seenHeld()
+			l.gate.SeenHeld()
 		}
 		l.stored = raw
 		if rec.HolderIdentity != l.Identity() {
@@ -64,14 +94,14 @@ func (l *fencingLock) write(ctx context.Context, rec resourcelock.LeaderElection
 	send func(context.Context, resourcelock.LeaderElectionRecord) error) error {
 	acquiring := l.gate != nil && !l.acquired.Load() && rec.HolderIdentity == l.Identity()
 	if acquiring {
-		if err := l.gate.begin(); err != nil {
+		if err := l.gate.Begin(); err != nil {
 			return err
 		}
 	}
 	sent := l.clock.Now()
 	err := send(ctx, rec)
 	if acquiring {
-		l.gate.end(err == nil)
+		l.gate.End(err == nil)
 	}
 	l.held(err, rec, sent)
 	return err

@@ -1,4 +1,8 @@
-package manager
+// Package preflight turns the usual ways of being misconfigured into one
+// sentence each, naming the cause and the fix, before anything starts:
+// client-go would otherwise retry them for ever, logging each attempt.
+// pkg/manager runs these checks as Run's "preflight" step.
+package preflight
 
 import (
 	"context"
@@ -20,19 +24,20 @@ import (
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
+	"ydzs.io/book-controller/pkg/shard"
 )
 
 // preflightTimeout bounds the first request, so a server that swallows
 // packets fails fast instead of hanging the start-up.
 const preflightTimeout = 15 * time.Second
 
-// CRDInstallHint is the fix for a cluster without the Book CRD.
-const CRDInstallHint = "kubectl apply -f manifests/crd.yaml"
+// crdInstallHint is the fix for a cluster without the Book CRD.
+const crdInstallHint = "kubectl apply -f manifests/crd.yaml"
 
-// Preflight asks the API server for the Book API and turns the common ways
+// BookAPI asks the API server for the Book API and turns the common ways
 // that fails into one sentence naming the cause and the fix: a server that
 // cannot be reached, credentials it rejects, and a missing CRD.
-func Preflight(ctx context.Context, host string, client rest.Interface) error {
+func BookAPI(ctx context.Context, host string, client rest.Interface) error {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
 	path := "/apis/" + webappv1.SchemeGroupVersion.String()
@@ -42,7 +47,7 @@ func Preflight(ctx context.Context, host string, client rest.Interface) error {
 		return nil
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("the Book CRD (books.%s) is not installed in the cluster at %s: run `%s`",
-			webappv1.GroupName, host, CRDInstallHint)
+			webappv1.GroupName, host, crdInstallHint)
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("the API server at %s rejected our credentials (401 Unauthorized): check the user and token or certificate in your kubeconfig", host)
 	case apierrors.IsForbidden(err):
@@ -82,12 +87,12 @@ func rootCause(err error) string {
 	}
 }
 
-// PreflightLease checks that this process can hold the leader-election Lease:
+// Lease checks that this process can hold the leader-election Lease:
 // that its namespace exists and that we may create Leases there. client-go's
 // leader elector would retry either failure for ever, logging each attempt,
 // while the replica sits idle. The check is a dry-run create, so it writes
 // nothing and needs no permission beyond the one leader election needs.
-func PreflightLease(ctx context.Context, client coordinationv1client.LeasesGetter, namespace, name string) error {
+func Lease(ctx context.Context, client coordinationv1client.LeasesGetter, namespace, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
@@ -105,11 +110,11 @@ func PreflightLease(ctx context.Context, client coordinationv1client.LeasesGette
 	}
 }
 
-// ShardedListAndWatchHint is the fix for an API server that ignores shard
+// shardedListAndWatchHint is the fix for an API server that ignores shard
 // selectors.
-const ShardedListAndWatchHint = "start kube-apiserver with --feature-gates=ShardedListAndWatch=true (alpha since Kubernetes v1.36)"
+const shardedListAndWatchHint = "start kube-apiserver with --feature-gates=ShardedListAndWatch=true (alpha since Kubernetes v1.36)"
 
-// PreflightShards checks that the API server filters lists and watches by
+// Shards checks that the API server filters lists and watches by
 // shard: an API server without the ShardedListAndWatch feature gate ignores
 // ListOptions.ShardSelector and sends every object, so each replica would
 // sync every Book, all of them at once. The proof is ListMeta.ShardInfo,
@@ -118,26 +123,26 @@ const ShardedListAndWatchHint = "start kube-apiserver with --feature-gates=Shard
 // builds has no place for it, although it filters them as it filters
 // ConfigMaps: the gate is the API server's, for every resource), so the
 // proof is on ConfigMaps, and the Books listed must all be in the shard.
-func PreflightShards(ctx context.Context, host string, books versioned.Interface, kube kubernetes.Interface, shard Shard) error {
+func Shards(ctx context.Context, host string, books versioned.Interface, kube kubernetes.Interface, s shard.Shard) error {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
 	cmList, err := kube.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		ShardSelector: shard.Selector(), LabelSelector: controller.ManagedBySelector, Limit: 1})
+		ShardSelector: s.Selector(), LabelSelector: controller.ManagedBySelector, Limit: 1})
 	if err != nil {
 		return fmt.Errorf("listing ConfigMaps by shard at %s: %w", host, err)
 	}
 	if cmList.ShardInfo == nil {
 		return fmt.Errorf("the API server at %s ignores shard selectors (no shardInfo in its lists), which --shards needs: %s",
-			host, ShardedListAndWatchHint)
+			host, shardedListAndWatchHint)
 	}
-	bookList, err := books.WebappV1().Books(metav1.NamespaceAll).List(ctx, metav1.ListOptions{ShardSelector: shard.Selector(), Limit: 100})
+	bookList, err := books.WebappV1().Books(metav1.NamespaceAll).List(ctx, metav1.ListOptions{ShardSelector: s.Selector(), Limit: 100})
 	if err != nil {
 		return fmt.Errorf("listing Books by shard at %s: %w", host, err)
 	}
 	for _, b := range bookList.Items {
-		if !shard.Holds(b.Namespace) {
+		if !s.Holds(b.Namespace) {
 			return fmt.Errorf("the API server at %s filters ConfigMaps by shard but not Books (Book %s/%s is outside %s): --shards cannot work with it",
-				host, b.Namespace, b.Name, shard.Selector())
+				host, b.Namespace, b.Name, s.Selector())
 		}
 	}
 	return nil

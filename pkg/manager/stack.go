@@ -1,0 +1,103 @@
+package manager
+
+import (
+	"context"
+	"errors"
+
+	"k8s.io/apimachinery/pkg/labels"
+	kubeinformers "k8s.io/client-go/informers"
+
+	"ydzs.io/book-controller/pkg/controller"
+	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions"
+	booklisters "ydzs.io/book-controller/pkg/generated/listers/webapp/v1"
+	"ydzs.io/book-controller/pkg/leader"
+	"ydzs.io/book-controller/pkg/shard"
+)
+
+// stack is one controller with its informers and its Event recorder: the
+// process's, or one shard's while this replica holds the shard's Lease.
+// It is what leader.Elector runs (leader.Work) and what a shard's slot
+// builds (shard.Stack).
+type stack struct {
+	controller  *controller.Controller
+	workers     int
+	kubeFactory kubeinformers.SharedInformerFactory
+	bookFactory bookinformers.SharedInformerFactory
+	books       booklisters.BookLister
+	stopEvents  context.CancelFunc
+	// stopInformers is set by Start and called by Stop, both on the
+	// goroutine that owns the stack (Run's, or the shard work's).
+	stopInformers context.CancelFunc
+}
+
+var (
+	_ leader.Work = (*stack)(nil)
+	_ shard.Stack = (*stack)(nil)
+)
+
+// buildStack starts the Event recorder and builds the controller on
+// informer factories of its own (registering its handlers; nothing runs
+// yet), writing through w. A non-empty shardSelector restricts the
+// informers to one shard (newInformerFactories). Stop undoes it.
+func (m *manager) buildStack(ctx context.Context, w *writers, shardSelector string) (*stack, error) {
+	// Events outlive ctx by the drain: the last syncs may still report.
+	eventCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
+	recorder, err := newEventRecorder(eventCtx, w.kube, m.eventLimiter)
+	if err != nil {
+		stopEvents()
+		return nil, err
+	}
+	s := &stack{workers: m.cfg.Workers, stopEvents: stopEvents}
+	s.kubeFactory, s.bookFactory = newInformerFactories(m.clients.kubeReads, m.clients.bookReads,
+		m.cfg.Namespace, m.cfg.ResyncPeriod, shardSelector)
+	books := s.bookFactory.Webapp().V1().Books()
+	s.controller, err = controller.New(w.kube, w.books, books, s.kubeFactory.Core().V1().ConfigMaps(), recorder, m.cfg.Controller)
+	if err != nil {
+		stopEvents()
+		return nil, err
+	}
+	s.books = books.Lister()
+	return s, nil
+}
+
+// Start starts the informers, on a context of their own: they stop when
+// Stop is called, whatever the caller's context does (after a lost Lease,
+// it has not ended).
+func (s *stack) Start() {
+	informerCtx, stopInformers := context.WithCancel(context.Background())
+	s.stopInformers = stopInformers
+	s.kubeFactory.Start(informerCtx.Done())
+	s.bookFactory.Start(informerCtx.Done())
+}
+
+// Run runs the controller until ctx ends and it has drained, or Abort.
+func (s *stack) Run(ctx context.Context) error { return s.controller.Run(ctx, s.workers) }
+
+// Abort stops the controller at once, or keeps Run from starting it.
+func (s *stack) Abort(cause error) { s.controller.Abort(cause) }
+
+// HasSynced reports whether the caches hold their initial lists.
+func (s *stack) HasSynced() bool { return s.controller.HasSynced() }
+
+// CachedBooks is the number of Books in the cache: the one count behind
+// book_controller_cached_books, with and without shards.
+func (s *stack) CachedBooks() int {
+	list, err := s.books.List(labels.Everything())
+	if err != nil {
+		return 0
+	}
+	return len(list)
+}
+
+// Stop stops the informers and waits for them, releases the work queue of
+// a controller that never ran (an early return, a standby that never led;
+// after Run it changes nothing), and stops the Event broadcaster.
+func (s *stack) Stop() {
+	if s.stopInformers != nil {
+		s.stopInformers()
+	}
+	s.kubeFactory.Shutdown()
+	s.bookFactory.Shutdown()
+	s.controller.Abort(errors.New("manager stopped"))
+	s.stopEvents()
+}

@@ -1,0 +1,124 @@
+package shard
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/klog/v2"
+
+	"ydzs.io/book-controller/pkg/leader"
+)
+
+// Stack is one shard's informers and controller, as pkg/manager builds
+// them (Config.Build): informers that list and watch that shard only, an
+// Event recorder, and a controller on them, writing through the shard's
+// fenced clients.
+type Stack interface {
+	// Start starts the informers.
+	Start()
+	// Run runs the controller until ctx ends and it has drained, or until
+	// Abort.
+	Run(ctx context.Context) error
+	// Abort stops the controller at once, or keeps Run from starting it.
+	Abort(cause error)
+	// HasSynced reports whether the caches hold their initial lists.
+	HasSynced() bool
+	// CachedBooks is the number of Books in the cache.
+	CachedBooks() int
+	// Stop stops the informers and waits for them, and stops whatever else
+	// Build started (the Event broadcaster).
+	Stop()
+}
+
+// work is what a replica runs for one shard while it holds the shard's
+// Lease: the leader.Work of the shard's elector. Nothing of it exists
+// before the Lease is acquired (a spare caches nothing) and nothing is left
+// once Run returns: the caches of a shard that moved to another replica are
+// dropped.
+type work struct {
+	shard Shard
+	build func(ctx context.Context) (Stack, error)
+
+	// mu guards aborted and stack: Run's goroutine sets and clears stack,
+	// the elector's Run calls Abort from its own, and the probes and the
+	// metrics scrape read stack (synced, cachedBooks).
+	mu      sync.Mutex
+	aborted error // the first Abort's cause
+	stack   Stack // nil before Build and after Run
+}
+
+var _ leader.Work = (*work)(nil)
+
+// Run builds the shard's stack, starts its informers and runs its
+// controller until ctx ends and it has drained, or until Abort; then it
+// stops the informers and waits for them.
+func (w *work) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues("shard", w.shard.Index)
+	ctx = klog.NewContext(ctx, logger)
+	stack, err := w.build(ctx)
+	if err != nil {
+		return err
+	}
+	if cause := w.set(stack); cause != nil {
+		stack.Abort(cause)
+		stack.Stop()
+		return nil
+	}
+	// The informers stop when Run returns, whatever ctx does: after a lost
+	// Lease, ctx has not ended.
+	defer func() {
+		stack.Stop()
+		w.set(nil)
+		logger.Info("Dropped the shard's caches")
+	}()
+	stack.Start()
+	logger.Info("Watching the shard", "selector", w.shard.Selector())
+	return stack.Run(ctx)
+}
+
+// set makes stack the current one, unless the work was aborted: then it
+// returns the cause and changes nothing.
+func (w *work) set(stack Stack) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if stack != nil && w.aborted != nil {
+		return w.aborted
+	}
+	w.stack = stack
+	return nil
+}
+
+func (w *work) current() Stack {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stack
+}
+
+// Abort stops the controller at once, or keeps Run from starting it.
+func (w *work) Abort(cause error) {
+	w.mu.Lock()
+	if w.aborted == nil {
+		w.aborted = cause
+	}
+	stack := w.stack
+	w.mu.Unlock()
+	if stack != nil {
+		stack.Abort(cause)
+	}
+}
+
+// synced reports whether the shard's caches hold their initial lists.
+func (w *work) synced() bool {
+	stack := w.current()
+	return stack != nil && stack.HasSynced()
+}
+
+// cachedBooks is the number of Books in the shard's cache; ok is false
+// while there is no cache.
+func (w *work) cachedBooks() (n int, ok bool) {
+	stack := w.current()
+	if stack == nil {
+		return 0, false
+	}
+	return stack.CachedBooks(), true
+}
