@@ -274,8 +274,13 @@ func logWrites(t *testing.T, ns, name string, deleted time.Time) {
 		if ref.Subresource != "" {
 			resource += "/" + ref.Subresource
 		}
+		// The controller runs as its ServiceAccount, by impersonation.
+		who := e.User.Username
+		if e.ImpersonatedUser != nil {
+			who = e.ImpersonatedUser.Username
+		}
 		t.Logf("audit %+8.3fs %s %s %s (%d) by %s", e.RequestReceivedTimestamp.Sub(deleted).Seconds(),
-			e.Verb, resource, name, code, e.User.Username)
+			e.Verb, resource, name, code, who)
 	}
 }
 
