@@ -48,7 +48,7 @@ func (b *bookCompactor) transform(obj any) (any, error) {
 		c.Type = intern(c.Type, ConditionReady)
 		c.Status = metav1.ConditionStatus(internAny(string(c.Status),
 			string(metav1.ConditionTrue), string(metav1.ConditionFalse), string(metav1.ConditionUnknown)))
-		c.Reason = internAny(c.Reason, ReasonConfigMapReady, ReasonConfigMapConflict, ReasonConfigMapOfEarlierBook)
+		c.Reason = internAny(c.Reason, ReasonConfigMapReady, ReasonConfigMapConflict, ReasonConfigMapOfEarlierBook, ReasonConfigMapDeleting)
 	}
 	return book, nil
 }

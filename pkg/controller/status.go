@@ -27,6 +27,11 @@ const (
 	// deleted; the controller waits for the garbage collector to delete it
 	// and then creates the Book's own.
 	ReasonConfigMapOfEarlierBook = "ConfigMapOfEarlierBook"
+	// ReasonConfigMapDeleting: the Book's own ConfigMap is being deleted
+	// and something (another controller's finalizer) holds it; the
+	// controller writes nothing into it, as that would go with it, and
+	// creates the Book's ConfigMap anew once it is gone.
+	ReasonConfigMapDeleting = "ConfigMapDeleting"
 )
 
 // readyCondition is the Ready condition of a Book whose ConfigMap matches.
@@ -63,6 +68,19 @@ func earlierBookCondition(book *webappv1.Book, cm *cachedConfigMap) metav1.Condi
 		Reason: ReasonConfigMapOfEarlierBook,
 		Message: fmt.Sprintf("ConfigMap %s belongs to an earlier Book %s (UID %s) that no longer exists; "+
 			"waiting for the garbage collector to delete it", cm.name, book.Name, uid),
+		ObservedGeneration: book.Generation,
+	}
+}
+
+// deletingCondition is the Ready condition of a Book whose own ConfigMap is
+// being deleted but is still there, held by a finalizer.
+func deletingCondition(book *webappv1.Book) metav1.Condition {
+	return metav1.Condition{
+		Type:   ConditionReady,
+		Status: metav1.ConditionFalse,
+		Reason: ReasonConfigMapDeleting,
+		Message: fmt.Sprintf("ConfigMap %s is being deleted and a finalizer holds it; "+
+			"the controller creates it anew once it is gone", book.Name),
 		ObservedGeneration: book.Generation,
 	}
 }

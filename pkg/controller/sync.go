@@ -67,11 +67,11 @@ func (c *Controller) syncBook(ctx context.Context, key cache.ObjectName) (Result
 }
 
 // resultFor asks for a recheck of a Book whose ConfigMap name is held by
-// another object: that object may be outside our label-filtered cache, and
-// then its deletion raises no event.
+// another object, or by its own ConfigMap on its way out: the object may be
+// outside our label-filtered cache, and then its deletion raises no event.
 func (c *Controller) resultFor(ready metav1.Condition) Result {
 	switch ready.Reason {
-	case ReasonConfigMapConflict, ReasonConfigMapOfEarlierBook:
+	case ReasonConfigMapConflict, ReasonConfigMapOfEarlierBook, ReasonConfigMapDeleting:
 		return Result{RequeueAfter: c.conflictRecheck}
 	}
 	return Result{}
@@ -124,8 +124,9 @@ func judgeConfigMap(book *webappv1.Book, observed *cachedConfigMap, desired *cor
 	case !observed.controlledBy(book.UID):
 		return conflictCondition(book), false, nil
 	case observed.deleting:
-		// Being deleted; its delete event requeues the Book to recreate it.
-		return metav1.Condition{}, false, fmt.Errorf("ConfigMap %s is being deleted; will recreate it", klog.KObj(desired))
+		// Held by somebody's finalizer: a write would go with it. Its
+		// delete event requeues the Book to create it anew.
+		return deletingCondition(book), false, nil
 	case configMapUpToDate(observed, desired):
 		return readyCondition(book), false, nil
 	}

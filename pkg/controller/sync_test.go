@@ -499,3 +499,40 @@ func TestSyncReturnsAPIErrors(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestSyncLeavesItsConfigMapWhileAFinalizerHoldsIt: somebody deleted the
+// Book's ConfigMap and their finalizer holds it, and the Book is edited
+// meanwhile. Nothing is written into the ConfigMap on its way out (the
+// edit would go with it); the status says why the Book is not Ready, with
+// no Warning; once the ConfigMap is gone, the edit lands in a new one.
+func TestSyncLeavesItsConfigMapWhileAFinalizerHoldsIt(t *testing.T) {
+	book := withReadyStatus(newBook("demo", 1, "Old", 1), t0)
+	held := ownConfigMap(book)
+	held.Finalizers = []string{"example.com/hold"}
+	held.DeletionTimestamp = &metav1.Time{Time: t0}
+	edited := book.DeepCopy()
+	edited.Generation, edited.Spec.Title = 2, "New"
+	f := newFixture(t, Options{ConflictRecheck: time.Minute}, edited, held)
+
+	res, err := f.syncResult("demo")
+	if err != nil || res.RequeueAfter != time.Minute {
+		t.Fatalf("sync: got %+v, %v; want RequeueAfter 1m (the recheck) and no error", res, err)
+	}
+	if n := len(filterActions(f.kubeClient.Actions(), "update", "configmaps", "-")); n != 0 {
+		t.Errorf("ConfigMap updates while it is being deleted: got %d, want 0", n)
+	}
+	f.expectReady("demo", metav1.ConditionFalse, ReasonConfigMapDeleting)
+	f.expectEvents()
+
+	// The finalizer goes, and with it the ConfigMap.
+	if err := f.kubeClient.CoreV1().ConfigMaps(testNamespace).Delete(t.Context(), "demo", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.feedBackConfigMap("demo")
+	f.feedBackBook("demo")
+	f.mustSync("demo")
+	if got := f.mustGetConfigMap("demo").Data[TitleKey]; got != "New" {
+		t.Errorf("ConfigMap title after the hold: got %q, want the edit", got)
+	}
+	f.expectReady("demo", metav1.ConditionTrue, ReasonConfigMapReady)
+}

@@ -92,13 +92,9 @@ func TestRecreatedBookGetsItsConfigMapOnceTheHeldOneGoes(t *testing.T) {
 // would be lost with the object), so the edit lands in the ConfigMap the
 // controller creates once the finalizer is removed: within freeBound of the
 // deletion, with the edited data, and the Book Ready for its new
-// generation.
-//
-// The hold lasts heldFor: the controller retries a Book whose ConfigMap is
-// being deleted with exponential backoff from 5 ms, so after 12 s its
-// retries are 10 s apart (the one after 10.2 s comes at 20.5 s), and only
-// the deletion's watch event can bring the edit within freeBound. A shorter
-// hold would let a retry stand in for a lost event.
+// generation. During the hold the Book says why it is not Ready
+// (ConfigMapDeleting) and is not retried: with the recheck at an hour,
+// only the deletion's watch event can bring the edit within freeBound.
 func TestBookEditLandsOnceItsHeldConfigMapGoes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -133,10 +129,13 @@ func TestBookEditLandsOnceItsHeldConfigMapGoes(t *testing.T) {
 	}
 	// The edit's event and its sync come at once; the held ConfigMap must
 	// be left as it is all along.
-	const heldFor = 12 * time.Second
+	const heldFor = 3 * time.Second
+	env.WaitForReady(t, ns, "edited", metav1.ConditionFalse, "ConfigMapDeleting")
 	time.Sleep(time.Until(deleteAsked.Add(heldFor)))
-	if b, err := books.Get(ctx, "edited", metav1.GetOptions{}); err == nil {
-		t.Logf("during the hold: %s", framework.DescribeBook(b))
+	if b, err := books.Get(ctx, "edited", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if c := meta.FindStatusCondition(b.Status.Conditions, "Ready"); c == nil || c.Reason != "ConfigMapDeleting" || c.ObservedGeneration != b.Generation {
+		t.Errorf("during the hold: %s, want Ready=False ConfigMapDeleting for generation %d", framework.DescribeBook(b), b.Generation)
 	}
 	if cm, err := cms.Get(ctx, "edited", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
