@@ -14,23 +14,27 @@ import (
 // decides what, if anything, to do.
 
 // bookEventHandler enqueues the Book itself for every real change that is
-// not the echo of our own status write (ownWrites.IsEcho).
-func (c *Controller) bookEventHandler() cache.ResourceEventHandlerFuncs {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueueObject,
+// not the echo of our own status write (ownWrites.IsEcho). It is the
+// detailed kind of handler only so that an Observer can tell the initial
+// list's adds from later ones.
+func (c *Controller) bookEventHandler() cache.ResourceEventHandlerDetailedFuncs {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) { c.enqueueBook(obj, EventAdd, initial) },
 		UpdateFunc: func(oldObj, newObj any) {
 			if sameResourceVersion(oldObj, newObj) {
 				// A periodic resync replays the cache; nothing changed, so a
 				// converged Book needs no work.
+				c.observeObject(BooksInformer, EventUpdate, false, newObj, DecisionResync)
 				return
 			}
 			if book, ok := newObj.(metav1.Object); ok &&
 				c.ownWrites.IsEcho(cache.MetaObjectToName(book), booksResource, book.GetResourceVersion()) {
+				c.observeObject(BooksInformer, EventUpdate, false, newObj, DecisionEcho)
 				return
 			}
-			c.enqueueObject(newObj)
+			c.enqueueBook(newObj, EventUpdate, false)
 		},
-		DeleteFunc: c.enqueueObject,
+		DeleteFunc: func(obj any) { c.enqueueBook(obj, EventDelete, false) },
 	}
 }
 
@@ -43,52 +47,59 @@ func (c *Controller) bookEventHandler() cache.ResourceEventHandlerFuncs {
 // sync to judge. (Once the handler skipped references with another UID;
 // then the deletion of a ConfigMap left by an earlier Book of the same name
 // went unheard, and a recreated Book waited for the conflict recheck.)
-func (c *Controller) configMapEventHandler() cache.ResourceEventHandlerFuncs {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueueBookOfChangedConfigMap,
+func (c *Controller) configMapEventHandler() cache.ResourceEventHandlerDetailedFuncs {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) { c.enqueueBookOfChangedConfigMap(obj, EventAdd, initial) },
 		UpdateFunc: func(oldObj, newObj any) {
 			if sameResourceVersion(oldObj, newObj) {
+				c.observeObject(ConfigMapsInformer, EventUpdate, false, newObj, DecisionResync)
 				return
 			}
-			c.enqueueBookOfChangedConfigMap(newObj)
+			c.enqueueBookOfChangedConfigMap(newObj, EventUpdate, false)
 		},
-		DeleteFunc: c.enqueueBookOfConfigMap,
+		DeleteFunc: func(obj any) { c.enqueueBookOfConfigMap(obj, EventDelete, false) },
 	}
 }
 
 // enqueueBookOfChangedConfigMap is enqueueBookOfConfigMap for an added or
 // updated ConfigMap, unless it is as our last write left it.
-func (c *Controller) enqueueBookOfChangedConfigMap(obj any) {
+func (c *Controller) enqueueBookOfChangedConfigMap(obj any, typ EventType, initial bool) {
 	if cm, ok := obj.(*cachedConfigMap); ok &&
 		c.ownWrites.IsEcho(cache.ObjectName{Namespace: cm.namespace, Name: cm.name}, configMapsResource, cm.resourceVersion) {
+		c.observeObject(ConfigMapsInformer, typ, initial, obj, DecisionEcho)
 		return
 	}
-	c.enqueueBookOfConfigMap(obj)
+	c.enqueueBookOfConfigMap(obj, typ, initial)
 }
 
-// enqueueObject adds the key of a Book, or of the Book inside a deletion
+// enqueueBook adds the key of a Book, or of the Book inside a deletion
 // tombstone, to the queue.
-func (c *Controller) enqueueObject(obj any) {
+func (c *Controller) enqueueBook(obj any, typ EventType, initial bool) {
 	key, err := cache.DeletionHandlingObjectToName(obj)
 	if err != nil {
 		utilruntime.HandleError(err)
+		c.observe(BooksInformer, typ, initial, key, "", DecisionInvalid)
 		return
 	}
+	c.observeObject(BooksInformer, typ, initial, obj, DecisionEnqueued)
 	c.enqueue(key)
 }
 
 // enqueueBookOfConfigMap adds the key of the Book named like a ConfigMap, or
 // like the ConfigMap inside a deletion tombstone.
-func (c *Controller) enqueueBookOfConfigMap(obj any) {
+func (c *Controller) enqueueBookOfConfigMap(obj any, typ EventType, initial bool) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
 	cm, ok := obj.(*cachedConfigMap)
 	if !ok {
 		utilruntime.HandleError(errUnexpectedObject(obj))
+		c.observe(ConfigMapsInformer, typ, initial, cache.ObjectName{}, "", DecisionInvalid)
 		return
 	}
-	c.enqueue(cache.ObjectName{Namespace: cm.namespace, Name: cm.name})
+	key := cache.ObjectName{Namespace: cm.namespace, Name: cm.name}
+	c.observe(ConfigMapsInformer, typ, initial, key, cm.resourceVersion, DecisionEnqueued)
+	c.enqueue(key)
 }
 
 // enqueue is the handlers' one queue call. Add does nothing for a key
@@ -97,6 +108,34 @@ func (c *Controller) enqueueBookOfConfigMap(obj any) {
 // held back while our write was in flight.
 func (c *Controller) enqueue(key cache.ObjectName) {
 	c.queue.Add(key)
+}
+
+// release queues a Book whose event ownWrites held back while our write was
+// in flight, once the write's answer showed the event was not its echo.
+func (c *Controller) release(key cache.ObjectName) {
+	c.observe("", EventReleased, false, key, "", DecisionEnqueued)
+	c.enqueue(key)
+}
+
+// observeObject reports a handler's decision on obj, a Book, a cached
+// ConfigMap or a tombstone of either, when there is an observer. The key
+// and resourceVersion are worked out only then.
+func (c *Controller) observeObject(informer Informer, typ EventType, initial bool, obj any, d Decision) {
+	if c.observer == nil {
+		return
+	}
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	var key cache.ObjectName
+	switch o := obj.(type) {
+	case *cachedConfigMap:
+		key = cache.ObjectName{Namespace: o.namespace, Name: o.name}
+	case metav1.Object:
+		key = cache.MetaObjectToName(o)
+	}
+	rv, _ := resourceVersionOf(obj)
+	c.observe(informer, typ, initial, key, rv, d)
 }
 
 func sameResourceVersion(oldObj, newObj any) bool {
