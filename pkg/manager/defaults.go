@@ -91,6 +91,7 @@ func Defaults() Config {
 		MetricsAddr: DefaultMetricsAddr,
 		ProbeAddr:   DefaultProbeAddr,
 		PprofAddr:   DefaultPprofAddr,
+		UIAddr:      disabledAddr,
 		EventQPS:    DefaultEventQPS,
 		EventBurst:  DefaultEventBurst,
 	}

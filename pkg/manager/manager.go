@@ -20,6 +20,7 @@ import (
 	"ydzs.io/book-controller/pkg/controller"
 	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions"
 	"ydzs.io/book-controller/pkg/metrics"
+	"ydzs.io/book-controller/pkg/ui"
 )
 
 // Config is everything Run needs. Defaults() holds the settings of the
@@ -62,6 +63,9 @@ type Config struct {
 	// PprofAddr serves the Go runtime's profiles under /debug/pprof/; ""
 	// or "0" (the default) is off.
 	PprofAddr string
+	// UIAddr serves the live view of the controller (pkg/ui); "" or "0"
+	// (the default) is off. With MetricsSecure it is served as the metrics.
+	UIAddr string
 	// EventQPS and EventBurst limit the Events this process sends; Events
 	// over the rate are dropped (see NewEventRecorder). Zero
 	// means no limit.
@@ -80,6 +84,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	m := &manager{cfg: withDefaults(cfg), clock: clock.RealClock{}}
 	defer m.stop()
+	m.setUpUI()
 	if m.sharded() {
 		switch {
 		case !m.cfg.LeaderElection.Enabled:
@@ -115,6 +120,7 @@ func Run(ctx context.Context, cfg Config) error {
 			{"connect", m.connect},                // clients; a slot per shard, with its gate
 			{"preflight", m.preflight},            // and the API server filters by shard
 			{"serve endpoints", m.serveEndpoints}, // /metrics, /healthz, /readyz
+			{"serve the UI", m.serveUI},           // --ui-bind-address
 		}
 		work = m.workShards
 	}
@@ -145,6 +151,8 @@ type manager struct {
 	kubeFactory kubeinformers.SharedInformerFactory
 	bookFactory bookinformers.SharedInformerFactory
 	controller  *controller.Controller
+	// ui records what the controllers do, for --ui-bind-address; nil when off.
+	ui *ui.Recorder
 	// With shards: a slot per shard, the Event token bucket they share,
 	// and the configuration their fenced writers start from.
 	shards       []Shard

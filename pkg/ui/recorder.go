@@ -74,7 +74,10 @@ type Recorder struct {
 	cacheWaits  map[string]int64
 	backoffs    int64
 	lastBackoff time.Duration
-	lastRelist  [numInformers]string
+	// lastRelist is, per informer, the error that ended its last watch
+	// and when: the gaps between attempts show the Reflector's backoff.
+	lastRelist   [numInformers]string
+	lastRelistAt [numInformers]int64
 }
 
 type busyWorker struct {
@@ -139,13 +142,15 @@ func (r *Recorder) Event(e controller.HandlerEvent) {
 
 // Relist counts a relist of informer.
 func (r *Recorder) Relist(informer controller.Informer, err error) {
-	r.relists[informerIndex(informer)].Add(1)
-	if err == nil {
-		return
-	}
+	inf := informerIndex(informer)
+	r.relists[inf].Add(1)
+	now := r.opts.now().UnixNano()
 	r.mu.Lock()
-	r.lastRelist[informerIndex(informer)] = err.Error()
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	r.lastRelistAt[inf] = now
+	if err != nil {
+		r.lastRelist[inf] = err.Error()
+	}
 }
 
 // WorkerBusy records that worker took key, and how long key waited.

@@ -34,6 +34,8 @@ type InformerFigures struct {
 	Relists         int64            `json:"relists"`
 	Stored          int64            `json:"stored"`
 	LastRelistError string           `json:"lastRelistError,omitempty"`
+	// LastRelistAgoSeconds is how long ago the last relist began.
+	LastRelistAgoSeconds float64 `json:"lastRelistAgoSeconds,omitempty"`
 }
 
 // QueueFigures are the work queue's: depth, adds, retries, the longest
@@ -53,7 +55,9 @@ type QueueFigures struct {
 	LastBackoffSeconds    float64 `json:"lastBackoffSeconds"`
 }
 
-// WorkerFigures are the workers: how many, and the busy ones.
+// WorkerFigures are the workers: how many (with shards, in all the shards
+// held), and the busy ones. With shards, worker numbers repeat: each
+// shard's controller numbers its own.
 type WorkerFigures struct {
 	Total int          `json:"total"`
 	Busy  []BusyWorker `json:"busy"`
@@ -107,6 +111,10 @@ func (r *Recorder) Snapshot(gather prometheus.Gatherer) Snapshot {
 		}
 		fromMetrics(&s, families)
 	}
+	if s.Leadership.ShardsHeld != nil {
+		// Each shard held runs a controller with its own workers.
+		s.Workers.Total *= *s.Leadership.ShardsHeld
+	}
 	return s
 }
 
@@ -156,6 +164,9 @@ func (r *Recorder) snapshotLocked(s *Snapshot, now int64) {
 	for inf := range 2 {
 		f := s.Informers[informerNames[inf]]
 		f.LastRelistError = r.lastRelist[inf]
+		if at := r.lastRelistAt[inf]; at != 0 {
+			f.LastRelistAgoSeconds = seconds(now - at)
+		}
 		s.Informers[informerNames[inf]] = f
 	}
 	s.BooksTracked = len(r.books)

@@ -40,6 +40,13 @@ function drawPipeline(s) {
     ["initial list (B / CM)", `${b.initialList} / ${c.initialList}`],
     ["relists (B / CM)", `${b.relists} / ${c.relists}`],
   ]);
+  const err = b.lastRelistError || c.lastRelistError;
+  if (err) {
+    const ago = Math.min(b.lastRelistAgoSeconds || Infinity, c.lastRelistAgoSeconds || Infinity);
+    $("fig-reflector").append(Object.assign(document.createElement("dd"), {
+      className: "note", textContent: `last watch error ${fmtSec(ago)} ago: ${err}`,
+    }));
+  }
   const total = (f) => (f.events.add || 0) + (f.events.update || 0) + (f.events.delete || 0);
   fill("fig-fifo", [["deltas delivered", String(total(b) + total(c))]]);
   fill("fig-indexer", [["Books stored", String(b.stored)], ["ConfigMaps stored", String(c.stored)]]);
