@@ -132,6 +132,10 @@ twin-run: ## Run the controller-runtime twin against $KUBECONFIG (default: the l
 test-alerts: ## promtool check rules + test rules for manifests/components/prometheus (first run builds promtool: minutes).
 	cd hack/tools/promtool && GOWORK=off go test -count=1 -timeout 40m $(TESTFLAGS) ./...
 
+.PHONY: test-ui
+test-ui: tools ## Browser test of the live view (test/ui): headless Chromium (installed with apt-get when missing) against the controller on a local control plane; screenshots in _output/ui/.
+	hack/test-ui.sh $(TESTFLAGS)
+
 .PHONY: parity
 parity: tools ## Run this controller and the twin through the same scenarios and compare (part of make test).
 	CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -count=1 -timeout 10m $(TESTFLAGS) ./test/integration/parity/
