@@ -110,6 +110,7 @@ func Run(ctx context.Context, cfg Config) error {
 		{"preflight", m.preflight},                  // API reachable, CRD installed, Lease holdable
 		{"build the controller", m.buildController}, // Events, informers' handlers, queue
 		{"serve endpoints", m.serveEndpoints},       // /metrics, /healthz, /readyz
+		{"serve the UI", m.serveUI},                 // --ui-bind-address
 		{"start informers", m.startInformers},       // warm caches, also on a standby
 	}
 	work := m.work // the controller: at once, or only while leading

@@ -203,16 +203,18 @@ func (r *Recorder) Journey(key cache.ObjectName) (Journey, bool) {
 		return Journey{}, false
 	}
 	out := Journey{Namespace: key.Namespace, Name: key.Name, Steps: total, Dropped: total - len(steps)}
-	writes := map[string]int{} // resource/rv of a write → its index
+	// The echo of a write can come before the write's answer: the watch
+	// and the response race, and ownWrites holds the event back meanwhile.
+	writes := map[string]int{} // resource/resourceVersion of a write → its index
 	for i, s := range steps {
-		st := s.export()
-		switch s.kind {
-		case stepWrite:
+		if s.kind == stepWrite && s.rv != "" {
 			writes[informerResource[s.informer]+"/"+s.rv] = i
-		case stepEvent:
-			if w, ok := writes[informerResource[s.informer]+"/"+s.rv]; ok && s.rv != "" {
-				st.EchoOf = &w
-			}
+		}
+	}
+	for _, s := range steps {
+		st := s.export()
+		if w, ok := writes[informerResource[s.informer]+"/"+s.rv]; ok && s.kind == stepEvent && s.rv != "" {
+			st.EchoOf = &w
 		}
 		out.Path = append(out.Path, st)
 	}

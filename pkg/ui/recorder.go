@@ -69,6 +69,7 @@ type Recorder struct {
 	pending map[cache.ObjectName]int64
 	// busy is, per key being synced, the worker and since when.
 	busy        map[cache.ObjectName]busyWorker
+	taken       int64
 	syncs       map[string]int64
 	writes      map[writeKey]int64
 	cacheWaits  map[string]int64
@@ -164,6 +165,7 @@ func (r *Recorder) WorkerBusy(worker int, key cache.ObjectName) {
 		delete(r.pending, key)
 	}
 	r.busy[key] = busyWorker{worker: worker, since: now}
+	r.taken++
 	r.touch(key, now).add(step{at: now, kind: stepWorker, worker: int32(worker), dur: waited})
 }
 

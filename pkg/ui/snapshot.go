@@ -19,6 +19,12 @@ type Snapshot struct {
 	Syncs         map[string]int64           `json:"syncs"`
 	CacheWaits    map[string]int64           `json:"cacheWaits"`
 	Writes        []WriteCount               `json:"writes"`
+	// Requests counts every request this process's clients sent, by
+	// answer code ("<error>": no answer), from client-go's
+	// rest_client_requests_total (pkg/metrics/clientgo.go): reads, watches,
+	// Leases and Events too. While the API server is down, the "<error>"
+	// count grows ever slower: the Reflectors back off.
+	Requests map[string]float64 `json:"requests"`
 	Leadership    Leadership                 `json:"leadership"`
 	Books         []BookSummary              `json:"books"`
 	BooksTracked  int                        `json:"booksTracked"`
@@ -59,7 +65,9 @@ type QueueFigures struct {
 // held), and the busy ones. With shards, worker numbers repeat: each
 // shard's controller numbers its own.
 type WorkerFigures struct {
-	Total int          `json:"total"`
+	Total int `json:"total"`
+	// Taken counts the keys the workers have taken from the queue.
+	Taken int64        `json:"taken"`
 	Busy  []BusyWorker `json:"busy"`
 }
 
@@ -156,7 +164,7 @@ func (r *Recorder) snapshotLocked(s *Snapshot, now int64) {
 		s.Queue.LongestWaitSeconds = max(s.Queue.LongestWaitSeconds, seconds(now-since))
 	}
 	s.Queue.Backoffs, s.Queue.LastBackoffSeconds = r.backoffs, r.lastBackoff.Seconds()
-	s.Workers.Total = r.opts.Workers
+	s.Workers.Total, s.Workers.Taken = r.opts.Workers, r.taken
 	for key, b := range r.busy {
 		s.Workers.Busy = append(s.Workers.Busy, BusyWorker{Worker: b.worker, Book: key.String(), SinceSeconds: seconds(now - b.since)})
 	}
@@ -188,6 +196,7 @@ func copyMap[K comparable](m map[K]int64) map[K]int64 {
 // keep, by their metric names.
 func fromMetrics(s *Snapshot, families []*dto.MetricFamily) {
 	s.Leadership.Leases = map[string]bool{}
+	s.Requests = map[string]float64{}
 	for _, f := range families {
 		for _, m := range f.GetMetric() {
 			switch f.GetName() {
@@ -205,6 +214,8 @@ func fromMetrics(s *Snapshot, families []*dto.MetricFamily) {
 				if h := m.GetHistogram(); h.GetSampleCount() > 0 {
 					s.Queue.MeanWaitSeconds = h.GetSampleSum() / float64(h.GetSampleCount())
 				}
+			case "rest_client_requests_total":
+				s.Requests[labelValue(m, "code")] += m.GetCounter().GetValue()
 			case "leader_election_master_status":
 				held := m.GetGauge().GetValue() == 1
 				s.Leadership.Leases[labelValue(m, "name")] = held

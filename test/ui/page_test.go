@@ -44,12 +44,10 @@ func TestPageFollowsABook(t *testing.T) {
 	b.do(t, "pick the Book", chromedp.SendKeys("#book", ns+"/travel"), chromedp.Click(`#pick button`))
 	created := []string{
 		"watch event: books add at RV * → enqueued",
-		"worker: took it after",
-		"API write: create configmaps → 201",
-		"API write: update-status books.webapp.ydzs.io → 200",
+		"worker: #* took it after",
+		"API write: create configmaps → 201, RV *",
+		"API write: update-status books.webapp.ydzs.io → 200, RV *",
 		"sync: success",
-		"watch event: configmaps add at RV * → skipped-echo, the echo of step",
-		"watch event: books update at RV * → skipped-echo, the echo of step",
 	}
 	waitForSteps(t, b, "the journey of the new Book", created)
 
@@ -57,26 +55,31 @@ func TestPageFollowsABook(t *testing.T) {
 	if _, err := env.Books.WebappV1().Books(ns).Patch(ctx, "travel", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	edited := append(created, "watch event: books update at RV * → enqueued", "worker: took it after",
-		"API write: update configmaps → 200", "API write: update-status books.webapp.ydzs.io → 200", "sync: success")
+	edited := append(created, "watch event: books update at RV * → enqueued", "worker: #* took it after",
+		"API write: update configmaps → 200, RV *", "API write: update-status books.webapp.ydzs.io → 200, RV *", "sync: success")
 	waitForSteps(t, b, "the journey after the edit", edited)
 
 	cmPatch := []byte(`{"data":{"price":"1"}}`)
 	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Patch(ctx, "travel", types.MergePatchType, cmPatch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	repaired := append(edited, "watch event: configmaps update at RV * → enqueued", "worker: took it after",
-		"API write: update configmaps → 200", "sync: success")
+	repaired := append(edited, "watch event: configmaps update at RV * → enqueued", "worker: #* took it after",
+		"API write: update configmaps → 200, RV *", "sync: success")
 	waitForSteps(t, b, "the journey of the repair", repaired)
 
 	after := figures(t, b)
 	for _, f := range []string{"adds", "keys taken", "success"} {
-		if number(t, after[f]) <= number(t, before[f]) {
+		was := 0.0 // the sync box lists no result before the first sync
+		if before[f] != "" {
+			was = number(t, before[f])
+		}
+		if number(t, after[f]) <= was {
 			t.Errorf("figure %q did not move: %s before, %s after", f, before[f], after[f])
 		}
 	}
 	b.screenshot(t, "desktop.png")
 	checkPhone(t, b, uiAddr)
+	checkBackoff(t, b, ns)
 	checkAPIServerOutage(t, b)
 	if errs := b.consoleErrors(); len(errs) > 0 {
 		t.Errorf("the console shows errors:\n%s", strings.Join(errs, "\n"))
@@ -103,11 +106,56 @@ func checkPhone(t *testing.T, b *browser, uiAddr string) {
 		t.Errorf("at 390×844 these overflow the %dpx screen:\n%s", 390, strings.Join(overflow, "\n"))
 	}
 	b.screenshot(t, "phone.png")
-	b.do(t, "back to the desktop size", chromedp.EmulateReset())
+	b.do(t, "back to the desktop size", chromedp.EmulateViewport(1280, 1000))
+}
+
+// checkBackoff holds a Book's ConfigMap in deletion (a finalizer of
+// nobody's) so that each sync fails, and waits until the page shows the
+// failed syncs with their growing backoffs; once the finalizer is gone, the
+// ConfigMap is recreated.
+func checkBackoff(t *testing.T, b *browser, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "stuck", "Dune", 10), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, "the Book's ConfigMap", func(context.Context) error {
+		_, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "stuck", metav1.GetOptions{})
+		return err
+	})
+	hold := []byte(`{"metadata":{"finalizers":["example.com/hold"]}}`)
+	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Patch(ctx, "stuck", types.MergePatchType, hold, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Kube.CoreV1().ConfigMaps(ns).Delete(ctx, "stuck", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.do(t, "pick the stuck Book", chromedp.SetValue("#book", ns+"/stuck"), chromedp.Click(`#pick button`))
+	waitFor(t, b, "four failed syncs", `document.querySelectorAll("#timeline li.bad").length >= 4`, 45*time.Second)
+	backoffs := eval[[]float64](t, b, "read the backoffs", `Array.from(document.querySelectorAll("#timeline li[data-kind=sync]"))
+		.map(li => li.textContent.match(/retry after ([0-9.]+) (ms|s)/)).filter(m => m)
+		.map(m => parseFloat(m[1]) * (m[2] === "s" ? 1000 : 1))`)
+	if len(backoffs) < 4 {
+		t.Fatalf("the timeline shows %d failed syncs with a backoff, want at least 4", len(backoffs))
+	}
+	for i := 1; i < len(backoffs); i++ {
+		if backoffs[i] <= backoffs[i-1] {
+			t.Errorf("backoffs do not grow: %v ms", backoffs)
+		}
+	}
+	b.screenshot(t, "backoff.png")
+	release := []byte(`{"metadata":{"finalizers":null}}`)
+	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Patch(ctx, "stuck", types.MergePatchType, release, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, b, "the ConfigMap to be created again",
+		`Array.from(document.querySelectorAll("#timeline li[data-kind=write]")).filter(li => li.textContent.includes("create configmaps → 201")).length >= 2`,
+		60*time.Second)
 }
 
 // checkAPIServerOutage stops the API server and waits until the page shows
-// the Reflectors' failing watches, then starts it again.
+// requests left without an answer (the Reflectors retrying their watches),
+// then starts it again.
 func checkAPIServerOutage(t *testing.T, b *browser) {
 	t.Helper()
 	if err := env.Cluster.KillAPIServer(); err != nil {
@@ -123,13 +171,29 @@ func checkAPIServerOutage(t *testing.T, b *browser) {
 		}
 	}
 	defer restart()
-	b.do(t, "the page to show relists",
-		chromedp.Poll[chromedp.Void](`document.querySelector("#fig-reflector .note") !== null`, chromedp.WithPollingTimeout(45*time.Second)))
-	relists := eval[string](t, b, "read the Reflector box", `document.getElementById("fig-reflector").textContent`)
-	if !strings.Contains(relists, "last watch error") {
-		t.Errorf("the Reflector box does not show the watch error: %q", relists)
-	}
+	b.do(t, "the page to show requests without an answer",
+		chromedp.Poll[chromedp.Void](`document.getElementById("fig-requests").textContent.includes("requests <error>")`,
+			chromedp.WithPollingTimeout(45*time.Second)))
 	restart()
+}
+
+// waitFor waits until the JavaScript expression is true in the page, and
+// shows the timeline if it never is.
+func waitFor(t *testing.T, b *browser, what, expr string, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, timeout+10*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(timeout))); err != nil {
+		t.Fatalf("%s: %v\ntimeline %s:\n%s", what, err,
+			eval[string](t, b, "read the timeline's title", `document.getElementById("timeline-title").textContent`),
+			strings.Join(timeline(t, b), "\n"))
+	}
+}
+
+// timeline returns the text of each step the page's timeline shows.
+func timeline(t *testing.T, b *browser) []string {
+	return eval[[]string](t, b, "read the timeline",
+		`Array.from(document.querySelectorAll("#timeline li")).map(li => li.querySelector(".k").textContent + ": " + li.lastChild.textContent)`)
 }
 
 // waitLive waits until the event stream has delivered a first update.
@@ -138,15 +202,14 @@ func waitLive() chromedp.Action[chromedp.Void] {
 		chromedp.WithPollingTimeout(30*time.Second))
 }
 
-// waitForSteps waits until the timeline holds want in order (each line a
-// prefix of a step's text, * matching any resourceVersion), and nothing
-// else between them.
+// waitForSteps waits until the timeline holds the steps of want in order
+// (each a prefix of a step's text, * matching a number), each write's echo,
+// and nothing else.
 func waitForSteps(t *testing.T, b *browser, what string, want []string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got := eval[[]string](t, b, "read the timeline",
-			`Array.from(document.querySelectorAll("#timeline li")).map(li => li.querySelector(".k").textContent + ": " + li.lastChild.textContent)`)
+		got := timeline(t, b)
 		err := matchSteps(got, want)
 		if err == nil {
 			return
@@ -158,16 +221,41 @@ func waitForSteps(t *testing.T, b *browser, what string, want []string) {
 	}
 }
 
+// matchSteps checks that got is want in order with, for each write, the
+// watch event the page names as its echo, and no other step. (The echo can
+// come before the write's answer: the watch and the response race.)
 func matchSteps(got, want []string) error {
-	if len(got) != len(want) {
-		return fmt.Errorf("%d steps, want %d", len(got), len(want))
+	next := 0
+	echoed := map[int]bool{}
+	for i, step := range got {
+		if next < len(want) && matchStep(step, want[next]) {
+			next++
+			continue
+		}
+		_, after, isEcho := strings.Cut(step, "skipped-echo, the echo of step ")
+		after, _, _ = strings.Cut(after, " ")
+		n, err := strconv.Atoi(after)
+		if !isEcho || err != nil || n < 1 || n > len(got) || !strings.HasPrefix(got[n-1], "API write:") {
+			return fmt.Errorf("step %d %q is not the next one expected (%q) nor the echo of an earlier write", i+1, step, wantAt(want, next))
+		}
+		echoed[n] = true
 	}
-	for i := range want {
-		if !matchStep(got[i], want[i]) {
-			return fmt.Errorf("step %d is %q, want %q", i+1, got[i], want[i])
+	if next < len(want) {
+		return fmt.Errorf("%d of %d steps so far; waiting for %q", next, len(want), want[next])
+	}
+	for i, step := range got {
+		if strings.HasPrefix(step, "API write:") && !echoed[i+1] {
+			return fmt.Errorf("write at step %d has no echo yet", i+1)
 		}
 	}
 	return nil
+}
+
+func wantAt(want []string, i int) string {
+	if i < len(want) {
+		return want[i]
+	}
+	return "nothing more"
 }
 
 // matchStep matches a step's text against a pattern in which each * is a

@@ -64,6 +64,7 @@ function drawPipeline(s) {
   drawWorkers(s.workers, q);
   drawSyncs(s);
   drawWrites(s.writes || []);
+  fill("fig-requests", Object.entries(s.requests || {}).sort().map(([code, n]) => [`requests ${code}`, fmtNum(n)]));
   drawLeader(s.leadership);
 }
 
@@ -71,6 +72,7 @@ function drawWorkers(w, q) {
   const busy = w.busy || [];
   fill("fig-workers", [
     ["busy / total", `${busy.length} / ${w.total}`],
+    ["keys taken", String(w.taken)],
     ["longest running", fmtSec(q.longestRunningSeconds)],
   ]);
   $("busy").replaceChildren(...busy.map((b) => {
@@ -121,12 +123,16 @@ function drawBooks(books) {
 }
 
 // describe turns one step into a sentence.
-function describe(st) {
+function describe(st, index) {
   switch (st.kind) {
   case "event": {
     const what = `${st.informer || "held-back"} ${st.type}${st.initialList ? " (initial list)" : ""}`;
     const rv = st.resourceVersion ? ` at RV ${st.resourceVersion}` : "";
-    const echo = st.echoOf !== undefined ? `, the echo of step ${st.echoOf + 1}` : "";
+    let echo = "";
+    if (st.echoOf !== undefined) {
+      echo = `, the echo of step ${st.echoOf + 1}`;
+      if (st.echoOf > index) echo += " (it came back before the write's answer)";
+    }
     return ["watch event", `${what}${rv} → ${st.decision}${echo}`, st.decision === "enqueued" ? "" : "skip"];
   }
   case "worker":
@@ -151,8 +157,8 @@ function drawJourney(j) {
   $("timeline-title").textContent = `${j.namespace}/${j.name}`;
   $("timeline-note").textContent = j.dropped ? `${j.steps} steps; the oldest ${j.dropped} are no longer kept.` : `${j.steps} steps.`;
   const t0 = j.path.length ? Date.parse(j.path[0].at) : 0;
-  $("timeline").replaceChildren(...j.path.map((st) => {
-    const [kind, text, cls] = describe(st);
+  $("timeline").replaceChildren(...j.path.map((st, i) => {
+    const [kind, text, cls] = describe(st, i);
     const li = document.createElement("li");
     li.dataset.kind = st.kind;
     if (cls) li.className = cls;
