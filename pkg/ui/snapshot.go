@@ -11,24 +11,24 @@ import (
 // Snapshot is every figure the page draws: GET /api/snapshot, and each
 // Server-Sent Event.
 type Snapshot struct {
-	Time          time.Time                  `json:"time"`
-	Informers     map[string]InformerFigures `json:"informers"`
-	Handlers      map[string]int64           `json:"handlers"`
-	Queue         QueueFigures               `json:"queue"`
-	Workers       WorkerFigures              `json:"workers"`
-	Syncs         map[string]int64           `json:"syncs"`
-	CacheWaits    map[string]int64           `json:"cacheWaits"`
-	Writes        []WriteCount               `json:"writes"`
+	Time       time.Time                  `json:"time"`
+	Informers  map[string]InformerFigures `json:"informers"`
+	Handlers   map[string]int64           `json:"handlers"`
+	Queue      QueueFigures               `json:"queue"`
+	Workers    WorkerFigures              `json:"workers"`
+	Syncs      map[string]int64           `json:"syncs"`
+	CacheWaits map[string]int64           `json:"cacheWaits"`
+	Writes     []WriteCount               `json:"writes"`
 	// Requests counts every request this process's clients sent, by
 	// answer code ("<error>": no answer), from client-go's
 	// rest_client_requests_total (pkg/metrics/clientgo.go): reads, watches,
 	// Leases and Events too. While the API server is down, the "<error>"
 	// count grows ever slower: the Reflectors back off.
-	Requests map[string]float64 `json:"requests"`
-	Leadership    Leadership                 `json:"leadership"`
-	Books         []BookSummary              `json:"books"`
-	BooksTracked  int                        `json:"booksTracked"`
-	GatherProblem string                     `json:"gatherProblem,omitempty"`
+	Requests      map[string]float64 `json:"requests"`
+	Leadership    Leadership         `json:"leadership"`
+	Books         []BookSummary      `json:"books"`
+	BooksTracked  int                `json:"booksTracked"`
+	GatherProblem string             `json:"gatherProblem,omitempty"`
 }
 
 // InformerFigures are one informer's: the events its handler heard by
