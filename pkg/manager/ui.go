@@ -20,6 +20,13 @@ import (
 
 const uiAddrFlag = "--ui-bind-address"
 
+// UIAuthPrefix is put before the path of each request to the secure UI
+// when its SubjectAccessReview asks whether the caller may get it: the
+// UI's own paths under /api/ are granted to every authenticated user by
+// Kubernetes' default system:discovery ClusterRole. A viewer needs
+// nonResourceURLs ["/book-controller-ui/*"], verbs ["get"].
+const UIAuthPrefix = "/book-controller-ui"
+
 // setUpUI makes, when the UI is on, the Recorder every controller this Run
 // builds reports to (also each shard's, built later from cfg.Controller).
 func (m *manager) setUpUI() {
@@ -65,7 +72,7 @@ func listenUI(ctx context.Context, cfg Config, kube kubernetes.Interface, h http
 	if err != nil {
 		return nil, err
 	}
-	s, err := listen(uiAddrFlag, cfg.UIAddr, filter(h))
+	s, err := listen(uiAddrFlag, cfg.UIAddr, underPrefix(UIAuthPrefix, filter(http.StripPrefix(UIAuthPrefix, h))))
 	if s == nil || err != nil {
 		return s, err
 	}
@@ -77,4 +84,14 @@ func listenUI(ctx context.Context, cfg Config, kube kubernetes.Interface, h http
 	s.ln = tls.NewListener(s.ln, tlsConfig)
 	s.name += " (https)"
 	return s, nil
+}
+
+// underPrefix hands next each request with prefix put before its path.
+func underPrefix(prefix string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r := req.Clone(req.Context())
+		r.URL.Path = prefix + req.URL.Path
+		r.URL.RawPath = ""
+		next.ServeHTTP(w, r)
+	})
 }

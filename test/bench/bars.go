@@ -151,6 +151,8 @@ func bars(res *Result) []*Bar {
 		}},
 		{name: "ours live / best live ceiling (Books/s)", value: toCeiling("ours-live", true)},
 		{name: "ours / twin-tuned (Books/s, live)", value: ratio("ours-live", "twin-tuned-live", rate, perSec)},
+		{name: "ours with the UI and a client / ours (Books/s, backlog)", value: ratio("ours-ui-backlog", "ours-backlog", rate, perSec)},
+		{name: "ours with the UI and a client / ours (CPU per Book, backlog)", value: ratio("ours-ui-backlog", "ours-backlog", cpu, secs)},
 		{name: "ours / twin-same (Books/s, backlog)", value: ratio("ours-backlog", "twin-same-backlog", rate, perSec)},
 		{name: "ours / twin-same (CPU per Book, backlog)", value: ratio("ours-backlog", "twin-same-backlog", cpu, secs)},
 		{name: "ours / twin-default (CPU per Book, backlog)", value: ratio("ours-backlog", "twin-default-backlog", cpu, secs)},

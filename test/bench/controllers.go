@@ -19,6 +19,9 @@ type controllerSpec struct {
 	env         []string // added to the bench's environment, whose GOGC is removed
 	args        func(ns, metrics, probe string) []string
 	bin         string
+	// ui runs it with --ui-bind-address and one client subscribed to the
+	// page's event stream for as long as it runs (startController).
+	ui bool
 }
 
 // controllerDefaults are book-controller's defaults, read from --help, so
@@ -131,8 +134,14 @@ func (e *env) twinController(config string) controllerSpec {
 
 // controller returns the configuration of a phase's controller by name.
 func (e *env) controller(config string) controllerSpec {
-	if config == "ours" {
+	switch config {
+	case "ours":
 		return e.ourController()
+	case "ours-ui":
+		// What the live view costs: ours with the UI on and a page open.
+		s := e.ourController()
+		s.Config, s.Name, s.ui = "ours-ui", "book-controller, UI on, one SSE client", true
+		return s
 	}
 	return e.twinController(config)
 }

@@ -15,10 +15,11 @@ import (
 // too (the live ceiling); "restart" restarts ours over ours-live's Books, or
 // over ours-backlog's when ours-live is not selected; "capacity" is the
 // paced search for the load generator, ours and twin-tuned
-// (-capacity-configs).
+// (-capacity-configs); "ours-ui-backlog" and "ours-ui-live" run ours with
+// the live view on and one client subscribed to its event stream.
 var allPhases = []string{"ceiling", "ceiling-live", "ceiling-events",
-	"ours-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
-	"ours-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity"}
+	"ours-backlog", "ours-ui-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
+	"ours-live", "ours-ui-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity"}
 
 // defaultPhases leave out what no bar needs.
 var defaultPhases = []string{"ceiling", "ceiling-live",
@@ -90,7 +91,7 @@ func (e *env) plan() []unit {
 			return []*Phase{p}, err
 		}})
 	}
-	for _, config := range []string{"ours", "twin-tuned", "twin-same", "twin-default"} {
+	for _, config := range []string{"ours", "ours-ui", "twin-tuned", "twin-same", "twin-default"} {
 		if name := config + "-backlog"; sel[name] {
 			// At large N (-n 50000) the restart may follow the backlog
 			// phase, so that the Books are not created twice.
