@@ -98,9 +98,13 @@ uninstall: ## Remove the Book CRD (and with it every Book) from the cluster.
 
 ##@ Local cluster and demo
 
+# NODE=1: cluster-up and demo add a node that runs pods (containerd, kubelet,
+# kube-scheduler, a registry on localhost:5000); see docs/node.md.
+NODE ?=
+
 .PHONY: cluster-up
-cluster-up: ## Start etcd, kube-apiserver and kube-controller-manager on loopback.
-	hack/local-up.sh up
+cluster-up: ## Start etcd, kube-apiserver and kube-controller-manager on loopback; NODE=1 adds a node that runs pods.
+	hack/local-up.sh up $(if $(filter 1,$(NODE)),--node)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the local cluster started by cluster-up and delete its data.

@@ -17,6 +17,7 @@ type state struct {
 	ControllerManagerPort int               `json:"controllerManagerPort"`
 	AuditLog              bool              `json:"auditLog,omitempty"`
 	ShardedListAndWatch   bool              `json:"shardedListAndWatch,omitempty"`
+	Node                  *nodeState        `json:"node,omitempty"`
 	Processes             map[string]procID `json:"processes"`
 }
 
