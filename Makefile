@@ -23,6 +23,8 @@ IMAGE_SOURCE ?= https://ydzs.io/book-controller
 IMAGE_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 IMAGE_REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# The platforms `make image` builds; make test-e2e builds only the node's.
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 # What deploy applies: manifests/ (everything, CRD included) or
 # manifests/overlays/namespaced (one namespace, no cluster-wide rights).
 MANIFESTS ?= manifests
@@ -141,7 +143,7 @@ parity: tools ## Run this controller and the twin through the same scenarios and
 .PHONY: image
 image: ## Build the image for linux/amd64 and linux/arm64 without Docker: OCI layout and docker tarballs in _output/image/.
 	cd hack/tools/image && GOWORK=off go run . build -repo "$(CURDIR)" -out "$(abspath $(IMAGE_DIR))" -tag '$(IMG)' \
-	  -source '$(IMAGE_SOURCE)' -version '$(IMAGE_VERSION)' -revision '$(IMAGE_REVISION)' -created '$(SOURCE_DATE_EPOCH)'
+	  -source '$(IMAGE_SOURCE)' -version '$(IMAGE_VERSION)' -revision '$(IMAGE_REVISION)' -created '$(SOURCE_DATE_EPOCH)' -platforms '$(IMAGE_PLATFORMS)'
 
 .PHONY: image-push
 image-push: ## Build the image and push it to IMG= (no Docker; credentials from ~/.docker/config.json).

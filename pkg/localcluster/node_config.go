@@ -141,6 +141,7 @@ podLogsDir: %q
 volumePluginDir: %q
 resolvConf: %q
 clusterDomain: cluster.local
+clusterDNS: ["127.0.0.1"]
 serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99

@@ -78,13 +78,15 @@ func pushPause(ctx context.Context, binary, ref string) error {
 	if err != nil {
 		return err
 	}
-	img, err = mutate.ConfigFile(img, &v1.ConfigFile{
-		OS:           "linux",
-		Architecture: runtime.GOARCH,
-		RootFS:       v1.RootFS{Type: "layers"},
-		Config:       v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535", WorkingDir: "/"},
-	})
+	// The config that AppendLayers made holds the layer's diff ID; keep it.
+	cfg, err := img.ConfigFile()
 	if err != nil {
+		return err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
+	cfg.Config = v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535", WorkingDir: "/"}
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
 		return err
 	}
 	r, err := name.ParseReference(ref)
