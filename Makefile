@@ -197,6 +197,14 @@ bench-shards: tools ## One replica vs SHARDS replicas with --shards (SHARD_N=300
 	cd test/bench && go run . -shards $(SHARDS) -n $(SHARD_N) -rounds $(SHARD_ROUNDS) -out $(abspath docs/bench) \
 	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
 
+##@ End to end (a real node)
+
+.PHONY: test-e2e
+test-e2e: ## Build the image, push it to a registry on localhost:5000, deploy it on a real local node and check it in its pods (root; installs runc; minutes).
+	hack/install-runc.sh
+	hack/build-tools.sh etcd kube-apiserver kube-controller-manager kubectl node >/dev/null
+	CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags e2e,grpcnotrace -count=1 -timeout 45m $(TESTFLAGS) ./test/e2e/
+
 ##@ Chaos
 
 # Scale of `make test-chaos`: Books per test and kills of the controller process.

@@ -48,6 +48,9 @@ const (
 
 const nodeDir = "node"
 
+// nodeStopGrace is how long the kubelet and containerd have after SIGTERM.
+const nodeStopGrace = 2 * time.Second
+
 // nodeCgroup is the cgroup, in every hierarchy, that holds containerd, the
 // kubelet, the shims and every pod (the kubelet's cgroupRoot). One node per
 // machine, like the registry's port and the bridge.
@@ -233,9 +236,11 @@ func (c *Cluster) stopNode() error {
 		return nil
 	}
 	var errs []error
+	// Neither keeps state that a kill loses; the kubelet often takes
+	// seconds to act on SIGTERM, and the cgroup kill follows anyway.
 	for _, name := range []string{Kubelet, Containerd} {
 		if p := c.procs[name]; p != nil {
-			errs = append(errs, p.stop(stopGrace))
+			errs = append(errs, p.stop(nodeStopGrace))
 		}
 	}
 	errs = append(errs, killCgroups(10*time.Second))

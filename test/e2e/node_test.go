@@ -1,3 +1,5 @@
+//go:build e2e && linux
+
 package e2e
 
 import (
