@@ -113,12 +113,12 @@ cluster-down: ## Stop the local cluster started by cluster-up and delete its dat
 	hack/local-up.sh down
 
 .PHONY: demo
-demo: ## The whole thing: cluster (unless $KUBECONFIG), CRD, controller, example Books.
-	hack/demo.sh up
+demo: ## The whole thing: cluster (unless $KUBECONFIG), CRD, controller, example Books; NODE=1: image, registry, make deploy onto a local node.
+	NODE='$(NODE)' hack/demo.sh up
 
 .PHONY: demo-down
 demo-down: ## Stop what `make demo` started.
-	hack/demo.sh down
+	NODE='$(NODE)' hack/demo.sh down
 
 ##@ controller-runtime twin
 

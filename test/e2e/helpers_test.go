@@ -226,8 +226,10 @@ func procStatus(t *testing.T, pid int) map[string]string {
 	return fields
 }
 
-// rssMiB is a process's resident set and its peak, in MiB.
-func rssMiB(t *testing.T, pid int) (rss, peak float64) {
+// rssMiB is a process's resident set, its anonymous part (the Go heap and
+// stacks: what a memory limit cannot reclaim, unlike the binary's pages)
+// and its peak, in MiB.
+func rssMiB(t *testing.T, pid int) (rss, anon, peak float64) {
 	t.Helper()
 	st := procStatus(t, pid)
 	kb := func(key string) float64 {
@@ -237,7 +239,7 @@ func rssMiB(t *testing.T, pid int) (rss, peak float64) {
 		}
 		return v / 1024
 	}
-	return kb("VmRSS"), kb("VmHWM")
+	return kb("VmRSS"), kb("RssAnon"), kb("VmHWM")
 }
 
 // createBooks creates n Books in ns, 32 at a time.
