@@ -112,7 +112,7 @@ The controller runs in the cluster, as the lesson deploys it. Poke at it:
   kubectl -n book-controller-system logs deployment/book-controller
   kubectl get books
   kubectl -n book-controller-system rollout restart deployment/book-controller   # the Lease moves to a new pod
-  make image-push IMG=$img && kubectl -n book-controller-system rollout restart deployment/book-controller
+  make image-push IMG=${img}2 && make deploy IMG=${img}2   # a new build: a new tag (a pushed-again tag is not pulled again)
 Stop everything with: make demo-down NODE=1
 MSG
 }
