@@ -65,6 +65,9 @@ verify: ## Fail if generated code is stale, code is not gofmt'ed or go vet compl
 	cd $(TWIN_DIR) && CGO_ENABLED=0 go vet -trimpath $(GO_BUILD_FLAGS) ./... && go mod tidy -diff
 	cd hack/tools/image && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff
 	cd hack/tools/promtool && GOWORK=off go vet ./...
+	cd hack/tools/node && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff
+	cd hack/tools/containerd && GOWORK=off go mod tidy -diff
+	CGO_ENABLED=0 go vet -trimpath -tags e2e,grpcnotrace ./test/e2e/
 
 # Every build of our binaries uses these flags (so do hack/demo.sh,
 # hack/local-up.sh and test/integration/framework's BuildController and

@@ -36,5 +36,7 @@ fi
 CLI="$ROOT/_output/bin/local-cluster"
 # The flags of every build of ours (see Makefile GO_BUILD): the packages it
 # shares with the controller and kube-apiserver come from the build cache.
-(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -gcflags=all=-dwarf=false -o "$CLI" ./hack/local-cluster)
+# On a cold Go build cache this compiles client-go: a heartbeat says so.
+(cd "$ROOT" && CGO_ENABLED=0 "$ROOT/hack/progress.sh" "local-up: building hack/local-cluster" -- \
+	go build -trimpath -tags grpcnotrace -gcflags=all=-dwarf=false -o "$CLI" ./hack/local-cluster) >&2
 exec "$CLI" -dir "$DIR" -repo-root "$ROOT" "${flags[@]}" "$1"

@@ -138,29 +138,9 @@ func prepareDir(dir string) (abs string, temp bool, err error) {
 }
 
 func (c *Cluster) start(ctx context.Context, opts Options) error {
-	binDir := opts.BinDir
-	if binDir == "" {
-		root, err := findRepoRoot()
-		if err != nil {
-			return err
-		}
-		names := controlPlane
-		if opts.Node {
-			names = append(append([]string{}, controlPlane...), NodeBinaries)
-		}
-		if binDir, err = EnsureBinaries(ctx, root, names...); err != nil {
-			return err
-		}
-	} else if err := checkBinaries(binDir); err != nil {
+	binDir, err := binariesFor(ctx, opts)
+	if err != nil {
 		return err
-	}
-	if opts.Node {
-		if err := checkBinaries(binDir, NodeBinaries); err != nil {
-			return err
-		}
-	}
-	if abs, err := filepath.Abs(binDir); err == nil {
-		binDir = abs
 	}
 	ports, err := FreePorts(7)
 	if err != nil {
@@ -208,6 +188,31 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		return nil
 	}
 	return c.startNode(ctx)
+}
+
+// binariesFor returns the absolute directory of the binaries opts needs:
+// Options.BinDir, checked, or the one hack/build-tools.sh builds them into.
+func binariesFor(ctx context.Context, opts Options) (string, error) {
+	names := controlPlane
+	if opts.Node {
+		names = append(append([]string{}, controlPlane...), NodeBinaries)
+	}
+	binDir := opts.BinDir
+	if binDir == "" {
+		root, err := findRepoRoot()
+		if err != nil {
+			return "", err
+		}
+		if binDir, err = EnsureBinaries(ctx, root, names...); err != nil {
+			return "", err
+		}
+	} else if err := checkBinaries(binDir, names...); err != nil {
+		return "", err
+	}
+	if abs, err := filepath.Abs(binDir); err == nil {
+		binDir = abs
+	}
+	return binDir, nil
 }
 
 // startComponent starts one process, the binary of its name, and waits
