@@ -85,8 +85,9 @@ up_node() {
   hack/local-up.sh up --node
   "$was_running" || touch "$STARTED_CLUSTER"
   export KUBECONFIG="$LOCAL_KUBECONFIG"
-  say "make image image-push IMG=$img (no Docker: go-containerregistry)"
-  make --no-print-directory image image-push IMG="$img" IMAGE_PLATFORMS="linux/$(go env GOARCH)"
+  # image-push builds the image first (make image), then pushes it.
+  say "make image-push IMG=$img (no Docker: go-containerregistry)"
+  make --no-print-directory image-push IMG="$img" IMAGE_PLATFORMS="linux/$(go env GOARCH)"
   say "make install"
   make --no-print-directory install
   say "make deploy IMG=$img"
