@@ -125,21 +125,12 @@ func prepareDir(dir string) (abs string, temp bool, err error) {
 	return abs, false, nil
 }
 
+// start starts etcd, kube-apiserver and kube-controller-manager, in that
+// order, each once the one before answers.
 func (c *Cluster) start(ctx context.Context, opts Options) error {
-	binDir := opts.BinDir
-	if binDir == "" {
-		root, err := findRepoRoot()
-		if err != nil {
-			return err
-		}
-		if binDir, err = EnsureBinaries(ctx, root); err != nil {
-			return err
-		}
-	} else if err := checkBinaries(binDir); err != nil {
+	binDir, err := binaries(ctx, opts.BinDir)
+	if err != nil {
 		return err
-	}
-	if abs, err := filepath.Abs(binDir); err == nil {
-		binDir = abs
 	}
 	ports, err := FreePorts(4)
 	if err != nil {
@@ -156,13 +147,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		ShardedListAndWatch:   opts.ShardedListAndWatch,
 		Processes:             map[string]procID{},
 	}
-	if err := writeServiceAccountKey(c.path(serviceAccountKeyFile)); err != nil {
-		return err
-	}
-	if c.tokens, err = loadOrCreateTokens(c.path(tokensFile)); err != nil {
-		return err
-	}
-	if err := os.WriteFile(c.path(tokenAuthFile), c.tokens.tokenAuthFile(), 0o600); err != nil {
+	if err := c.writeCredentials(); err != nil {
 		return err
 	}
 	if err := c.startEtcd(ctx); err != nil {
@@ -175,6 +160,39 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		return err
 	}
 	return c.startControllerManager(ctx)
+}
+
+// binaries returns the absolute directory of the control plane's binaries:
+// binDir, checked, or the repository's pinned build, built when missing.
+func binaries(ctx context.Context, binDir string) (string, error) {
+	if binDir == "" {
+		root, err := findRepoRoot()
+		if err != nil {
+			return "", err
+		}
+		if binDir, err = EnsureBinaries(ctx, root); err != nil {
+			return "", err
+		}
+	} else if err := checkBinaries(binDir); err != nil {
+		return "", err
+	}
+	if abs, err := filepath.Abs(binDir); err == nil {
+		binDir = abs
+	}
+	return binDir, nil
+}
+
+// writeCredentials writes the service-account signing key and the static
+// tokens the components and tests authenticate with.
+func (c *Cluster) writeCredentials() error {
+	if err := writeServiceAccountKey(c.path(serviceAccountKeyFile)); err != nil {
+		return err
+	}
+	var err error
+	if c.tokens, err = loadOrCreateTokens(c.path(tokensFile)); err != nil {
+		return err
+	}
+	return os.WriteFile(c.path(tokenAuthFile), c.tokens.tokenAuthFile(), 0o600)
 }
 
 // startComponent starts one process and waits until check passes. The pid
