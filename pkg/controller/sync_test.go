@@ -452,22 +452,6 @@ func TestSyncBookBeingDeleted(t *testing.T) {
 	f.expectEvents()
 }
 
-func TestSyncConfigMapBeingDeleted(t *testing.T) {
-	book := withReadyStatus(newBook("demo", 1, "Wait", 1), t0)
-	cm := ownConfigMap(book)
-	cm.Data[TitleKey] = "stale"
-	now := metav1.NewTime(t0)
-	cm.DeletionTimestamp = &now
-	cm.Finalizers = []string{"example.com/hold"}
-	f := newFixture(t, Options{}, book, cm)
-
-	if err := f.sync("demo"); err == nil {
-		t.Fatal("syncHandler: got nil, want an error so that the Book is retried")
-	}
-	f.expectNoWrites()
-	f.expectEvents()
-}
-
 func TestSyncReturnsAPIErrors(t *testing.T) {
 	t.Run("create fails", func(t *testing.T) {
 		f := newFixture(t, Options{}, newBook("demo", 1, "T", 1))
