@@ -57,7 +57,21 @@ func (o *options) flagSet() *pflag.FlagSet {
 		"Requests per second the controller may send to the API server (client-side limit).")
 	fs.IntVar(&o.burst, "kube-api-burst", o.burst,
 		"Requests the controller may send in a burst above --kube-api-qps.")
+	o.serverFlags(fs)
+	o.leaderElectionFlags(fs)
+	fs.Float32Var(&o.mgr.EventQPS, "event-qps", o.mgr.EventQPS,
+		"Events per second sent to the API server; Events over the rate are dropped (they are best effort). 0: no limit.")
+	fs.IntVar(&o.mgr.EventBurst, "event-burst", o.mgr.EventBurst,
+		"Events that may be sent in a burst above --event-qps.")
 
+	goFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(goFlags)
+	fs.AddGoFlagSet(goFlags)
+	return fs
+}
+
+// serverFlags registers the flags of the metrics, probe and pprof servers.
+func (o *options) serverFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.mgr.MetricsAddr, "metrics-bind-address", o.mgr.MetricsAddr,
 		`Address to serve Prometheus metrics on /metrics, e.g. ":8080"; "0" turns it off.`)
 	fs.BoolVar(&o.mgr.MetricsSecure, "metrics-secure", o.mgr.MetricsSecure,
@@ -68,7 +82,10 @@ func (o *options) flagSet() *pflag.FlagSet {
 		`Address to serve /healthz and /readyz on; "0" turns it off.`)
 	fs.StringVar(&o.mgr.PprofAddr, "pprof-bind-address", o.mgr.PprofAddr,
 		`Address to serve Go profiles on /debug/pprof/ (net/http/pprof), e.g. "127.0.0.1:6060"; "0" turns it off. Unauthenticated: bind it to localhost.`)
+}
 
+// leaderElectionFlags registers the --leader-elect flags.
+func (o *options) leaderElectionFlags(fs *pflag.FlagSet) {
 	le := &o.mgr.LeaderElection
 	fs.BoolVar(&le.Enabled, "leader-elect", le.Enabled,
 		"Run workers only while holding a coordination.k8s.io Lease, so that replicas can stand by.")
@@ -81,16 +98,6 @@ func (o *options) flagSet() *pflag.FlagSet {
 		"How long after sending its last successful renewal the leader stops writing and exits.")
 	fs.DurationVar(&le.RetryPeriod, "leader-elect-retry-period", le.RetryPeriod,
 		"How often replicas try to acquire or renew the Lease.")
-
-	fs.Float32Var(&o.mgr.EventQPS, "event-qps", o.mgr.EventQPS,
-		"Events per second sent to the API server; Events over the rate are dropped (they are best effort). 0: no limit.")
-	fs.IntVar(&o.mgr.EventBurst, "event-burst", o.mgr.EventBurst,
-		"Events that may be sent in a burst above --event-qps.")
-
-	goFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(goFlags)
-	fs.AddGoFlagSet(goFlags)
-	return fs
 }
 
 // errHelp is returned by parse when the user asked for --help; the usage has
