@@ -52,7 +52,7 @@ func (c *Cluster) apiServerArgs() ([]string, error) {
 		// the kubernetes service, which EndpointSlice validation rejects,
 		// filling the log with errors. Nothing here needs that service.
 		"--endpoint-reconciler-type=none",
-	}, audit...), nil
+	}, append(audit, c.st.APIServerArgs...)...), nil
 }
 
 func (c *Cluster) startAPIServer(ctx context.Context) error {

@@ -63,6 +63,12 @@ type Options struct {
 	// --shards needs. The tests and the demo turn it on; a production
 	// cluster must be started with --feature-gates=ShardedListAndWatch=true.
 	ShardedListAndWatch bool
+	// APIServerArgs and EtcdArgs are appended to the flags kube-apiserver
+	// and etcd get from here, and win over them (for both, the last of a
+	// repeated flag counts): the fault tests start etcd with a small
+	// --quota-backend-bytes, or kube-apiserver with --watch-cache=false.
+	APIServerArgs []string
+	EtcdArgs      []string
 }
 
 // Cluster is a running local control plane. Its methods are safe for
@@ -145,6 +151,8 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		ControllerManagerPort: ports[3],
 		AuditLog:              opts.AuditLog,
 		ShardedListAndWatch:   opts.ShardedListAndWatch,
+		APIServerArgs:         opts.APIServerArgs,
+		EtcdArgs:              opts.EtcdArgs,
 		Processes:             map[string]procID{},
 	}
 	if err := c.writeCredentials(); err != nil {

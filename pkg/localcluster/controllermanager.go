@@ -18,7 +18,10 @@ import (
 //     the default service account, its tokens and kube-root-ca.crt, so that
 //     a controller can later run with a service account's credentials;
 //   - clusterrole-aggregation: fills the admin/edit/view roles, so that
-//     RBAC tests can bind them.
+//     RBAC tests can bind them;
+//   - resourcequota: computes each ResourceQuota's usage, without which
+//     the quota admission plugin refuses every create the quota covers
+//     ("status unknown for quota") and a full quota cannot be shown.
 var controllers = []string{
 	"garbage-collector-controller",
 	"namespace-controller",
@@ -26,6 +29,7 @@ var controllers = []string{
 	"serviceaccount-token-controller",
 	"root-ca-certificate-publisher-controller",
 	"clusterrole-aggregation-controller",
+	"resourcequota-controller",
 }
 
 func (c *Cluster) controllerManagerArgs() []string {

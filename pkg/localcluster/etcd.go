@@ -17,7 +17,7 @@ func (c *Cluster) etcdURL() string {
 
 func (c *Cluster) etcdArgs() []string {
 	peer := fmt.Sprintf("http://127.0.0.1:%d", c.st.EtcdPeerPort)
-	return []string{
+	return append([]string{
 		"--name=" + etcdName,
 		"--data-dir=" + filepath.Join(c.dir, "etcd"),
 		"--listen-client-urls=" + c.etcdURL(),
@@ -39,8 +39,12 @@ func (c *Cluster) etcdArgs() []string {
 		// exceeded"). The data is throwaway; the disk is the limit.
 		"--quota-backend-bytes=" + strconv.FormatInt(8<<30, 10),
 		"--log-level=warn",
-	}
+	}, c.st.EtcdArgs...)
 }
+
+// EtcdURL is etcd's client URL, for tests that talk to etcd itself (to
+// compact, defragment or disarm an alarm).
+func (c *Cluster) EtcdURL() string { return c.etcdURL() }
 
 func (c *Cluster) startEtcd(ctx context.Context) error {
 	return c.startComponent(ctx, Etcd, c.etcdArgs(), 30*time.Second, func(ctx context.Context) error {

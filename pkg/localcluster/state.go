@@ -17,6 +17,8 @@ type state struct {
 	ControllerManagerPort int               `json:"controllerManagerPort"`
 	AuditLog              bool              `json:"auditLog,omitempty"`
 	ShardedListAndWatch   bool              `json:"shardedListAndWatch,omitempty"`
+	APIServerArgs         []string          `json:"apiServerArgs,omitempty"`
+	EtcdArgs              []string          `json:"etcdArgs,omitempty"`
 	Processes             map[string]procID `json:"processes"`
 }
 

@@ -73,6 +73,13 @@ var (
 // defer Teardown; with installCRD the Book CRD is installed and Established
 // before it returns.
 func Setup(installCRD bool) (*Env, error) {
+	return SetupWith(installCRD, nil, nil)
+}
+
+// SetupWith is Setup with extra flags for kube-apiserver and etcd
+// (localcluster.Options.APIServerArgs, EtcdArgs), for a test that needs a
+// control plane of its own: a small etcd quota, no watch cache.
+func SetupWith(installCRD bool, apiServerArgs, etcdArgs []string) (*Env, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	binDir := os.Getenv("BOOK_TOOLS_BIN")
@@ -88,7 +95,8 @@ func Setup(installCRD bool) (*Env, error) {
 	}
 	// The audit log is how tests prove who wrote what, and when; sharded
 	// lists and watches are what --shards needs.
-	opts := localcluster.Options{BinDir: binDir, AuditLog: true, ShardedListAndWatch: true}
+	opts := localcluster.Options{BinDir: binDir, AuditLog: true, ShardedListAndWatch: true,
+		APIServerArgs: apiServerArgs, EtcdArgs: etcdArgs}
 	if log != nil {
 		opts.Log = log
 	}
