@@ -61,7 +61,9 @@ type Options struct {
 	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
 	// ConflictRecheck is how often a Book whose ConfigMap name is taken by a
 	// foreign object is looked at again. The foreign object is outside the
-	// label-filtered cache, so its deletion raises no event.
+	// label-filtered cache, so its deletion raises no event. It is also the
+	// longest wait between retries of a write the API server refused
+	// (refusal.go): a quota raised or a policy deleted raises none either.
 	ConflictRecheck time.Duration
 	// DrainTimeout bounds how long Run waits, after its context ends, for
 	// the queued and in-flight keys to finish before cancelling them.
@@ -104,6 +106,8 @@ type Controller struct {
 
 	// ownWrites skips the syncs our own writes would cause (ownwrites.go).
 	ownWrites *ownWrites
+	// notReady times the Books that are not Ready, for the alert (notready.go).
+	notReady *notReadyBooks
 
 	// aborted ends when Abort is called, with its cause; see Abort.
 	aborted context.Context
@@ -138,6 +142,7 @@ func New(
 		conflictRecheck: opts.ConflictRecheck,
 		cacheLagRecheck: defaultCacheLagRecheck,
 		drainTimeout:    opts.DrainTimeout,
+		notReady:        newNotReadyBooks(),
 	}
 	c.ownWrites = newOwnWrites(bookInformer.Informer().GetStore(), configMapInformer.Informer().GetStore(), c.enqueue)
 	c.aborted, c.abort = context.WithCancelCause(context.Background())
@@ -358,6 +363,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 // it after that backoff, which doubles per failure.
 func (c *Controller) reconcileHandler(ctx context.Context, key cache.ObjectName, res Result, err error) {
 	var result string
+	var refused *refusalError
 	switch {
 	case err == nil && res.RequeueAfter > 0:
 		result = metrics.ResultRequeueAfter
@@ -372,6 +378,16 @@ func (c *Controller) reconcileHandler(ctx context.Context, key cache.ObjectName,
 		result = metrics.ResultConflict
 		klog.FromContext(ctx).V(2).Info("Conflict writing; requeueing", "key", key, "err", err)
 		c.queue.AddRateLimited(key)
+	case errors.As(err, &refused):
+		// The API server refused the write (refusal.go); the Book's status
+		// says why. Back off as for any error, but retry within the recheck
+		// at the latest, since the fix raises no event: of two delays for
+		// one key, the delaying queue keeps the earlier.
+		result = metrics.ResultError
+		metrics.ReconcileErrors.WithLabelValues(Name).Inc()
+		klog.FromContext(ctx).V(1).Info("API server refused the write; retrying with backoff", "key", key, "reason", refused.reason, "err", err)
+		c.queue.AddRateLimited(key)
+		c.queue.AddAfter(key, c.conflictRecheck)
 	default:
 		result = metrics.ResultError
 		metrics.ReconcileErrors.WithLabelValues(Name).Inc()
