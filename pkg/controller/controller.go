@@ -68,6 +68,9 @@ type Options struct {
 	// DrainTimeout bounds how long Run waits, after its context ends, for
 	// the queued and in-flight keys to finish before cancelling them.
 	DrainTimeout time.Duration
+	// FIFOQueue turns the live-first order off (livefirst.go): keys are
+	// handed out in arrival order, as client-go's queue does by default.
+	FIFOQueue bool
 }
 
 // Result tells the worker loop what to do with a key after a successful
@@ -96,7 +99,9 @@ type Controller struct {
 	// queue holds namespace/name keys of Books that may need work. A key is
 	// in the queue at most once and is never handed to two workers at once,
 	// so a Book is synced by one goroutine at a time.
-	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// order is the queue's live-first order, nil with Options.FIFOQueue.
+	order    *liveFirst
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
 
@@ -131,12 +136,10 @@ func New(
 ) (*Controller, error) {
 	opts = withDefaults(opts)
 	c := &Controller{
-		kubeClient:  kubeClient,
-		bookClient:  bookClient,
-		booksLister: bookInformer.Lister(),
-		configMaps:  newConfigMapCache(configMapInformer.Informer().GetIndexer(), bookInformer.Lister()),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: Name}),
+		kubeClient:      kubeClient,
+		bookClient:      bookClient,
+		booksLister:     bookInformer.Lister(),
+		configMaps:      newConfigMapCache(configMapInformer.Informer().GetIndexer(), bookInformer.Lister()),
 		recorder:        recorder,
 		clock:           opts.Clock,
 		conflictRecheck: opts.ConflictRecheck,
@@ -144,6 +147,7 @@ func New(
 		drainTimeout:    opts.DrainTimeout,
 		notReady:        newNotReadyBooks(),
 	}
+	c.queue, c.order = newQueue(opts)
 	c.ownWrites = newOwnWrites(bookInformer.Informer().GetStore(), configMapInformer.Informer().GetStore(), c.enqueue)
 	c.aborted, c.abort = context.WithCancelCause(context.Background())
 	c.syncHandler = c.syncBook
@@ -152,6 +156,24 @@ func New(
 		return nil, err
 	}
 	return c, nil
+}
+
+// newQueue builds client-go's rate-limiting work queue, with the live-first
+// order as its storage unless opts.FIFOQueue.
+func newQueue(opts Options) (workqueue.TypedRateLimitingInterface[cache.ObjectName], *liveFirst) {
+	if opts.FIFOQueue {
+		return workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: Name}), nil
+	}
+	order := newLiveFirst()
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter, workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{
+		Name: Name,
+		DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
+			Name:  Name,
+			Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{Name: Name, Queue: order}),
+		}),
+	})
+	return q, order
 }
 
 func withDefaults(opts Options) Options {
