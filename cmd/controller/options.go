@@ -23,6 +23,9 @@ type options struct {
 	master     string
 	qps        float32
 	burst      int
+	// liveFirst is --live-first; parse stores its negation in
+	// mgr.Controller.FIFOQueue.
+	liveFirst bool
 	// mgr is passed to manager.Run, with the client configuration.
 	mgr manager.Config
 }
@@ -30,9 +33,10 @@ type options struct {
 // newOptions returns the defaults.
 func newOptions() *options {
 	return &options{
-		qps:   manager.DefaultKubeAPIQPS,
-		burst: manager.DefaultKubeAPIBurst,
-		mgr:   manager.Defaults(),
+		qps:       manager.DefaultKubeAPIQPS,
+		burst:     manager.DefaultKubeAPIBurst,
+		liveFirst: true,
+		mgr:       manager.Defaults(),
 	}
 }
 
@@ -51,6 +55,8 @@ func (o *options) flagSet() *pflag.FlagSet {
 		"Split the Books by namespace hash into this many shards, each served by the replica holding the Lease <leader-elect-id>-shard-<i>. Needs --leader-elect, all namespaces, and kube-apiserver's ShardedListAndWatch feature gate. 1: unsharded.")
 	fs.StringSliceVar(&o.mgr.ShardBoundaries, "shard-boundaries", o.mgr.ShardBoundaries,
 		"With --shards N: the N-1 hash values (0x and 16 hex digits, increasing) where one shard ends and the next begins, e.g. from hack/shard-boundaries; empty: equal ranges. Every replica must get the same (docs/sharding.md).")
+	fs.BoolVar(&o.liveFirst, "live-first", o.liveFirst,
+		"Sync Books that a live change brought before those only the informers' initial list brought (after a restart or a failover). false: arrival order.")
 	fs.DurationVar(&o.mgr.ResyncPeriod, "resync-period", o.mgr.ResyncPeriod,
 		"How often the informers replay their caches to the controller; 0 disables resync.")
 	fs.Float32Var(&o.qps, "kube-api-qps", o.qps,
@@ -124,6 +130,7 @@ func parse(args []string, usageOut io.Writer) (*options, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	o.mgr.Controller.FIFOQueue = !o.liveFirst
 	return o, nil
 }
 

@@ -27,7 +27,7 @@ func BenchmarkBacklogBytes(b *testing.B) {
 		keys[i] = cache.ObjectName{Namespace: "bench-r1-ours-backlog-1", Name: fmt.Sprintf("book-%05d", i)}
 		uids[i] = types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i))
 	}
-	var queueBytes, storeBytes float64
+	var queueBytes, storeBytes, backfillBytes float64
 	for range b.N {
 		before := liveHeap()
 		q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
@@ -48,9 +48,39 @@ func BenchmarkBacklogBytes(b *testing.B) {
 		q.ShutDown()
 		queueBytes += float64(queued-before) / n
 		storeBytes += float64(recorded-queued) / n
+		backfillBytes += backfillKeyBytes(b, keys)
 	}
 	b.ReportMetric(queueBytes/float64(b.N), "B/queued-key")
 	b.ReportMetric(storeBytes/float64(b.N), "B/own-write-record")
+	b.ReportMetric(backfillBytes/float64(b.N), "B/backfill-key")
+}
+
+// backfillKeyBytes is what a key of the initial list costs in the
+// live-first queue (livefirst.go) beyond what it costs in client-go's FIFO.
+func backfillKeyBytes(b *testing.B, keys []cache.ObjectName) float64 {
+	fill := func(name string, order *liveFirst) uint64 {
+		before := liveHeap()
+		cfg := workqueue.TypedQueueConfig[cache.ObjectName]{Name: name}
+		if order != nil {
+			cfg.Queue = order
+		}
+		q := workqueue.NewTypedWithConfig(cfg)
+		for _, k := range keys {
+			if order != nil {
+				order.markBackfill(k)
+			}
+			q.Add(k)
+		}
+		used := liveHeap() - before
+		if q.Len() != len(keys) {
+			b.Fatalf("%s holds %d keys, want %d", name, q.Len(), len(keys))
+		}
+		q.ShutDown()
+		return used
+	}
+	fifo := fill("backlog-bytes-fifo", nil)
+	liveFirst := fill("backlog-bytes-live-first", newLiveFirst())
+	return (float64(liveFirst) - float64(fifo)) / float64(len(keys))
 }
 
 func liveHeap() uint64 {

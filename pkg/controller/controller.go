@@ -61,11 +61,16 @@ type Options struct {
 	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
 	// ConflictRecheck is how often a Book whose ConfigMap name is taken by a
 	// foreign object is looked at again. The foreign object is outside the
-	// label-filtered cache, so its deletion raises no event.
+	// label-filtered cache, so its deletion raises no event. It is also the
+	// longest wait between retries of a write the API server refused
+	// (refusal.go): a quota raised or a policy deleted raises none either.
 	ConflictRecheck time.Duration
 	// DrainTimeout bounds how long Run waits, after its context ends, for
 	// the queued and in-flight keys to finish before cancelling them.
 	DrainTimeout time.Duration
+	// FIFOQueue turns the live-first order off (livefirst.go): keys are
+	// handed out in arrival order, as client-go's queue does by default.
+	FIFOQueue bool
 }
 
 // Result tells the worker loop what to do with a key after a successful
@@ -94,7 +99,9 @@ type Controller struct {
 	// queue holds namespace/name keys of Books that may need work. A key is
 	// in the queue at most once and is never handed to two workers at once,
 	// so a Book is synced by one goroutine at a time.
-	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// order is the queue's live-first order, nil with Options.FIFOQueue.
+	order    *liveFirst
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
 
@@ -104,6 +111,8 @@ type Controller struct {
 
 	// ownWrites skips the syncs our own writes would cause (ownwrites.go).
 	ownWrites *ownWrites
+	// notReady times the Books that are not Ready, for the alert (notready.go).
+	notReady *notReadyBooks
 
 	// aborted ends when Abort is called, with its cause; see Abort.
 	aborted context.Context
@@ -127,18 +136,18 @@ func New(
 ) (*Controller, error) {
 	opts = withDefaults(opts)
 	c := &Controller{
-		kubeClient:  kubeClient,
-		bookClient:  bookClient,
-		booksLister: bookInformer.Lister(),
-		configMaps:  newConfigMapCache(configMapInformer.Informer().GetIndexer(), bookInformer.Lister()),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: Name}),
+		kubeClient:      kubeClient,
+		bookClient:      bookClient,
+		booksLister:     bookInformer.Lister(),
+		configMaps:      newConfigMapCache(configMapInformer.Informer().GetIndexer(), bookInformer.Lister()),
 		recorder:        recorder,
 		clock:           opts.Clock,
 		conflictRecheck: opts.ConflictRecheck,
 		cacheLagRecheck: defaultCacheLagRecheck,
 		drainTimeout:    opts.DrainTimeout,
+		notReady:        newNotReadyBooks(),
 	}
+	c.queue, c.order = newQueue(opts)
 	c.ownWrites = newOwnWrites(bookInformer.Informer().GetStore(), configMapInformer.Informer().GetStore(), c.enqueue)
 	c.aborted, c.abort = context.WithCancelCause(context.Background())
 	c.syncHandler = c.syncBook
@@ -147,6 +156,24 @@ func New(
 		return nil, err
 	}
 	return c, nil
+}
+
+// newQueue builds client-go's rate-limiting work queue, with the live-first
+// order as its storage unless opts.FIFOQueue.
+func newQueue(opts Options) (workqueue.TypedRateLimitingInterface[cache.ObjectName], *liveFirst) {
+	if opts.FIFOQueue {
+		return workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: Name}), nil
+	}
+	order := newLiveFirst()
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter, workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{
+		Name: Name,
+		DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
+			Name:  Name,
+			Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{Name: Name, Queue: order}),
+		}),
+	})
+	return q, order
 }
 
 func withDefaults(opts Options) Options {
@@ -358,6 +385,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 // it after that backoff, which doubles per failure.
 func (c *Controller) reconcileHandler(ctx context.Context, key cache.ObjectName, res Result, err error) {
 	var result string
+	var refused *refusalError
 	switch {
 	case err == nil && res.RequeueAfter > 0:
 		result = metrics.ResultRequeueAfter
@@ -372,6 +400,16 @@ func (c *Controller) reconcileHandler(ctx context.Context, key cache.ObjectName,
 		result = metrics.ResultConflict
 		klog.FromContext(ctx).V(2).Info("Conflict writing; requeueing", "key", key, "err", err)
 		c.queue.AddRateLimited(key)
+	case errors.As(err, &refused):
+		// The API server refused the write (refusal.go); the Book's status
+		// says why. Back off as for any error, but retry within the recheck
+		// at the latest, since the fix raises no event: of two delays for
+		// one key, the delaying queue keeps the earlier.
+		result = metrics.ResultError
+		metrics.ReconcileErrors.WithLabelValues(Name).Inc()
+		klog.FromContext(ctx).V(1).Info("API server refused the write; retrying with backoff", "key", key, "reason", refused.reason, "err", err)
+		c.queue.AddRateLimited(key)
+		c.queue.AddAfter(key, c.conflictRecheck)
 	default:
 		result = metrics.ResultError
 		metrics.ReconcileErrors.WithLabelValues(Name).Inc()

@@ -3,8 +3,11 @@ package controller
 // Event reasons. They are part of the controller's interface: users filter
 // on them (`kubectl events --for book/NAME`) and alerting may too.
 const (
-	EventConfigMapCreated  = "ConfigMapCreated"
-	EventConfigMapUpdated  = "ConfigMapUpdated"
+	EventConfigMapCreated = "ConfigMapCreated"
+	EventConfigMapUpdated = "ConfigMapUpdated"
+	// Warnings carry the Ready reason they announce (status.go,
+	// warningReasons): ConfigMapConflict, ConfigMapQuotaExceeded,
+	// ConfigMapAdmissionDenied, ConfigMapAdmissionError, ConfigMapForbidden.
 	EventConfigMapConflict = ReasonConfigMapConflict
 )
 

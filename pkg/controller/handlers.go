@@ -14,10 +14,11 @@ import (
 // decides what, if anything, to do.
 
 // bookEventHandler enqueues the Book itself for every real change that is
-// not the echo of our own status write (ownWrites.IsEcho).
-func (c *Controller) bookEventHandler() cache.ResourceEventHandlerFuncs {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueueObject,
+// not the echo of our own status write (ownWrites.IsEcho). Books of the
+// informer's initial list queue behind live changes (livefirst.go).
+func (c *Controller) bookEventHandler() cache.ResourceEventHandlerDetailedFuncs {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) { c.enqueueObject(obj, isInInitialList) },
 		UpdateFunc: func(oldObj, newObj any) {
 			if sameResourceVersion(oldObj, newObj) {
 				// A periodic resync replays the cache; nothing changed, so a
@@ -28,9 +29,9 @@ func (c *Controller) bookEventHandler() cache.ResourceEventHandlerFuncs {
 				c.ownWrites.IsEcho(cache.MetaObjectToName(book), booksResource, book.GetResourceVersion()) {
 				return
 			}
-			c.enqueueObject(newObj)
+			c.enqueueObject(newObj, false)
 		},
-		DeleteFunc: c.enqueueObject,
+		DeleteFunc: func(obj any) { c.enqueueObject(obj, false) },
 	}
 }
 
@@ -43,43 +44,43 @@ func (c *Controller) bookEventHandler() cache.ResourceEventHandlerFuncs {
 // sync to judge. (Once the handler skipped references with another UID;
 // then the deletion of a ConfigMap left by an earlier Book of the same name
 // went unheard, and a recreated Book waited for the conflict recheck.)
-func (c *Controller) configMapEventHandler() cache.ResourceEventHandlerFuncs {
-	return cache.ResourceEventHandlerFuncs{
+func (c *Controller) configMapEventHandler() cache.ResourceEventHandlerDetailedFuncs {
+	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: c.enqueueBookOfChangedConfigMap,
 		UpdateFunc: func(oldObj, newObj any) {
 			if sameResourceVersion(oldObj, newObj) {
 				return
 			}
-			c.enqueueBookOfChangedConfigMap(newObj)
+			c.enqueueBookOfChangedConfigMap(newObj, false)
 		},
-		DeleteFunc: c.enqueueBookOfConfigMap,
+		DeleteFunc: func(obj any) { c.enqueueBookOfConfigMap(obj, false) },
 	}
 }
 
 // enqueueBookOfChangedConfigMap is enqueueBookOfConfigMap for an added or
 // updated ConfigMap, unless it is as our last write left it.
-func (c *Controller) enqueueBookOfChangedConfigMap(obj any) {
+func (c *Controller) enqueueBookOfChangedConfigMap(obj any, isInInitialList bool) {
 	if cm, ok := obj.(*cachedConfigMap); ok &&
 		c.ownWrites.IsEcho(cache.ObjectName{Namespace: cm.namespace, Name: cm.name}, configMapsResource, cm.resourceVersion) {
 		return
 	}
-	c.enqueueBookOfConfigMap(obj)
+	c.enqueueBookOfConfigMap(obj, isInInitialList)
 }
 
 // enqueueObject adds the key of a Book, or of the Book inside a deletion
 // tombstone, to the queue.
-func (c *Controller) enqueueObject(obj any) {
+func (c *Controller) enqueueObject(obj any, isInInitialList bool) {
 	key, err := cache.DeletionHandlingObjectToName(obj)
 	if err != nil {
 		utilruntime.HandleError(err)
 		return
 	}
-	c.enqueue(key)
+	c.enqueueFrom(key, isInInitialList)
 }
 
 // enqueueBookOfConfigMap adds the key of the Book named like a ConfigMap, or
 // like the ConfigMap inside a deletion tombstone.
-func (c *Controller) enqueueBookOfConfigMap(obj any) {
+func (c *Controller) enqueueBookOfConfigMap(obj any, isInInitialList bool) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
@@ -88,14 +89,25 @@ func (c *Controller) enqueueBookOfConfigMap(obj any) {
 		utilruntime.HandleError(errUnexpectedObject(obj))
 		return
 	}
-	c.enqueue(cache.ObjectName{Namespace: cm.namespace, Name: cm.name})
+	c.enqueueFrom(cache.ObjectName{Namespace: cm.namespace, Name: cm.name}, isInInitialList)
 }
 
-// enqueue is the handlers' one queue call. Add does nothing for a key
+// enqueue queues a key for a live change. ownWrites also calls it, late, for
+// an event it held back while our write was in flight.
+func (c *Controller) enqueue(key cache.ObjectName) { c.enqueueFrom(key, false) }
+
+// enqueueFrom is the handlers' one queue call. Add does nothing for a key
 // already queued, and marks a key being synced to be synced again once the
-// worker is done with it. ownWrites also calls it, late, for an event it
-// held back while our write was in flight.
-func (c *Controller) enqueue(key cache.ObjectName) {
+// worker is done with it. A key from an informer's initial list is marked
+// to wait behind the live ones (livefirst.go; nil with Options.FIFOQueue).
+func (c *Controller) enqueueFrom(key cache.ObjectName, isInInitialList bool) {
+	if c.order != nil {
+		if isInInitialList {
+			c.order.markBackfill(key)
+		} else {
+			c.order.markLive(key)
+		}
+	}
 	c.queue.Add(key)
 }
 

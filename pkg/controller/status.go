@@ -32,7 +32,35 @@ const (
 	// controller writes nothing into it, as that would go with it, and
 	// creates the Book's ConfigMap anew once it is gone.
 	ReasonConfigMapDeleting = "ConfigMapDeleting"
+
+	// The API server refused the ConfigMap write (refusal.go); the
+	// condition's message carries its answer, and the controller retries at
+	// least once per conflict recheck until the cause is gone.
+
+	// ReasonConfigMapQuotaExceeded: a ResourceQuota of the namespace is
+	// full; raise it or free room.
+	ReasonConfigMapQuotaExceeded = "ConfigMapQuotaExceeded"
+	// ReasonConfigMapAdmissionDenied: a ValidatingAdmissionPolicy or an
+	// admission webhook denied the ConfigMap; the message names it and
+	// says why.
+	ReasonConfigMapAdmissionDenied = "ConfigMapAdmissionDenied"
+	// ReasonConfigMapAdmissionError: an admission webhook with
+	// failurePolicy Fail could not be called (down, or too slow).
+	ReasonConfigMapAdmissionError = "ConfigMapAdmissionError"
+	// ReasonConfigMapForbidden: the controller's role does not allow the
+	// write (RBAC).
+	ReasonConfigMapForbidden = "ConfigMapForbidden"
 )
+
+// warningReasons are the Ready reasons an operator must act on: entering
+// one sends a Warning event, once per episode, not on every retry.
+var warningReasons = map[string]bool{
+	ReasonConfigMapConflict:        true,
+	ReasonConfigMapQuotaExceeded:   true,
+	ReasonConfigMapAdmissionDenied: true,
+	ReasonConfigMapAdmissionError:  true,
+	ReasonConfigMapForbidden:       true,
+}
 
 // readyCondition is the Ready condition of a Book whose ConfigMap matches.
 func readyCondition(book *webappv1.Book) metav1.Condition {

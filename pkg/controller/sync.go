@@ -35,6 +35,7 @@ func (c *Controller) syncBook(ctx context.Context, key cache.ObjectName) (Result
 	book, err := c.booksLister.Books(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		c.ownWrites.Forget(key)
+		c.notReady.forget(key)
 		// The garbage collector deletes the ConfigMap through its owner reference.
 		klog.FromContext(ctx).V(4).Info("Book is gone; nothing to do", "book", key)
 		return Result{}, nil
@@ -43,8 +44,10 @@ func (c *Controller) syncBook(ctx context.Context, key cache.ObjectName) (Result
 		return Result{}, fmt.Errorf("reading Book %s from cache: %w", key, err)
 	}
 	if book.DeletionTimestamp != nil {
+		c.notReady.forget(key)
 		return Result{}, nil
 	}
+	c.notReady.observe(key, book)
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "book", klog.KObj(book))
 	ctx = klog.NewContext(ctx, logger)
 
@@ -57,11 +60,19 @@ func (c *Controller) syncBook(ctx context.Context, key cache.ObjectName) (Result
 		logger.V(4).Info("Namespace is terminating; not creating the ConfigMap")
 		return Result{}, nil
 	}
-	if err != nil {
+	// A refused write still ends in a status that says why (refusal.go);
+	// the refusal then goes back to the worker loop as the error it is.
+	refused := asRefusal(err)
+	if refused != nil {
+		ready = refused.condition(book)
+	} else if err != nil {
 		return Result{}, err
 	}
 	if err := c.syncStatus(ctx, book, ready); err != nil {
 		return Result{}, err
+	}
+	if refused != nil {
+		return Result{}, refused
 	}
 	return c.resultFor(ready), nil
 }
@@ -197,14 +208,15 @@ func (c *Controller) syncStatus(ctx context.Context, book *webappv1.Book, ready 
 	if err != nil {
 		return fmt.Errorf("updating status of Book %s: %w", klog.KObj(book), err)
 	}
+	c.notReady.observe(cache.MetaObjectToName(book), updated)
 	klog.FromContext(ctx).V(2).Info("Updated status", "ready", ready.Status, "reason", ready.Reason)
 
-	// Warn once per episode, when the Book enters the conflict, not on every
-	// recheck while it lasts.
-	if ready.Reason == ReasonConfigMapConflict {
+	// Warn once per episode, when the Book enters the trouble, not on every
+	// recheck or retry while it lasts.
+	if warningReasons[ready.Reason] {
 		prev := meta.FindStatusCondition(book.Status.Conditions, ConditionReady)
-		if prev == nil || prev.Reason != ReasonConfigMapConflict {
-			c.recorder.Eventf(book, nil, corev1.EventTypeWarning, EventConfigMapConflict, "Sync", "%s", ready.Message)
+		if prev == nil || prev.Reason != ready.Reason {
+			c.recorder.Eventf(book, nil, corev1.EventTypeWarning, ready.Reason, "Sync", "%s", ready.Message)
 		}
 	}
 	return nil

@@ -46,6 +46,19 @@ var (
 		Name: "book_controller_events_dropped_total",
 		Help: "Events not sent to the API server because they exceeded --event-qps.",
 	})
+	// BooksNotReady is the number of Books whose Ready condition is not
+	// True (or missing), among those this replica syncs.
+	BooksNotReady = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "book_controller_books_not_ready",
+		Help: "Number of Books this replica syncs whose Ready condition is not True.",
+	})
+	// NotReadySince is when the longest-waiting of them stopped being
+	// Ready (or was created), in Unix seconds; 0 when every Book is Ready.
+	// The alert on Books not Ready for 10 minutes compares it with time().
+	NotReadySince = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "book_controller_not_ready_since_timestamp_seconds",
+		Help: "Unix time since which the longest-waiting not-Ready Book has not been Ready; 0 when all are Ready.",
+	})
 	// ActiveWorkers is the number of workers inside a sync right now.
 	ActiveWorkers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "book_controller_active_workers",
@@ -54,7 +67,8 @@ var (
 )
 
 func registerReconcileMetrics() {
-	Registry.MustRegister(ReconcileTotal, ReconcileErrors, ReconcilePanics, ReconcileTime, ActiveWorkers, EventsDropped)
+	Registry.MustRegister(ReconcileTotal, ReconcileErrors, ReconcilePanics, ReconcileTime, ActiveWorkers, EventsDropped,
+		BooksNotReady, NotReadySince)
 }
 
 // InitController creates a controller's series at zero, so they are exported,

@@ -43,6 +43,8 @@ type ControllerOptions struct {
 	// every Event.
 	EventQPS   float32
 	EventBurst int
+	// FIFOQueue turns the queue's live-first order off (controller.Options).
+	FIFOQueue bool
 }
 
 // RunningController is a controller started by StartController.
@@ -81,6 +83,7 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 		EventQPS:        opts.EventQPS,
 		EventBurst:      opts.EventBurst,
 	}
+	mc.Controller.FIFOQueue = opts.FIFOQueue
 	mc.Controller.ConflictRecheck = opts.ConflictRecheck
 	if mc.Controller.ConflictRecheck == 0 {
 		mc.Controller.ConflictRecheck = time.Second

@@ -1,0 +1,131 @@
+package controller
+
+import (
+	"fmt"
+	"testing"
+
+	"k8s.io/client-go/tools/cache"
+
+	"ydzs.io/book-controller/internal/poll"
+)
+
+func backfillKeys(n int) []cache.ObjectName {
+	keys := make([]cache.ObjectName, n)
+	for i := range keys {
+		keys[i] = bookKey(fmt.Sprintf("listed-%03d", i))
+	}
+	return keys
+}
+
+// get takes the next key from the controller's queue and marks it done.
+func get(t *testing.T, c *Controller) cache.ObjectName {
+	t.Helper()
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		t.Fatal("queue shut down")
+	}
+	c.queue.Done(key)
+	return key
+}
+
+// TestLiveChangesOvertakeTheInitialList: keys of the informers' initial
+// list wait behind every live change, in their own order; a listed key that
+// a live change touches moves to the live line.
+func TestLiveChangesOvertakeTheInitialList(t *testing.T) {
+	f := newFixture(t, Options{})
+	listed := backfillKeys(100)
+	for _, k := range listed {
+		f.c.enqueueFrom(k, true)
+	}
+	f.c.enqueue(bookKey("new"))
+	f.c.enqueue(listed[50]) // edited while it waits as backfill
+	f.c.enqueueFrom(listed[10], true)
+	if n := f.c.queue.Len(); n != 101 {
+		t.Fatalf("queue length: got %d, want 101 (each key once)", n)
+	}
+
+	if k := get(t, f.c); k != bookKey("new") {
+		t.Fatalf("first key: got %v, want the live change", k)
+	}
+	if k := get(t, f.c); k != listed[50] {
+		t.Fatalf("second key: got %v, want the listed key a live change touched", k)
+	}
+	for i, want := range listed {
+		if i == 50 {
+			continue
+		}
+		if k := get(t, f.c); k != want {
+			t.Fatalf("backfill out of order: got %v, want %v", k, want)
+		}
+	}
+	if n := f.c.queue.Len(); n != 0 {
+		t.Errorf("queue length at the end: got %d, want 0", n)
+	}
+}
+
+// TestLiveFirstKeepsTheQueueGuarantees: a key added while a worker has it
+// is handed out again once the worker is done (not twice at once), and
+// a retry counts as live.
+func TestLiveFirstKeepsTheQueueGuarantees(t *testing.T) {
+	f := newFixture(t, Options{RateLimiter: fastRateLimiter()})
+	listed := backfillKeys(3)
+	for _, k := range listed {
+		f.c.enqueueFrom(k, true)
+	}
+	key, _ := f.c.queue.Get()
+	f.c.enqueueFrom(key, true) // its own initial-list event, while it is synced
+	if n := f.c.queue.Len(); n != 2 {
+		t.Errorf("queue length while the key is processed: got %d, want 2", n)
+	}
+	f.c.queue.Done(key)
+	if n := f.c.queue.Len(); n != 3 {
+		t.Errorf("queue length after Done: got %d, want 3 (the key back in line)", n)
+	}
+	for range 3 {
+		get(t, f.c)
+	}
+
+	for _, k := range listed {
+		f.c.enqueueFrom(k, true)
+	}
+	f.c.queue.AddRateLimited(bookKey("failed"))
+	// The retry arrives through the delaying queue after its backoff.
+	poll.Eventually(t, "the retry", pollInterval, pollTimeout, queueLength(f.c.queue, 4))
+	if k := get(t, f.c); k != bookKey("failed") {
+		t.Errorf("first key: got %v, want the retry ahead of the backfill", k)
+	}
+}
+
+// TestFIFOQueueKeepsArrivalOrder: with the layer off, the initial list
+// comes first, as in client-go's default queue.
+func TestFIFOQueueKeepsArrivalOrder(t *testing.T) {
+	f := newFixture(t, Options{FIFOQueue: true})
+	listed := backfillKeys(3)
+	for _, k := range listed {
+		f.c.enqueueFrom(k, true)
+	}
+	f.c.enqueue(bookKey("new"))
+	if k := get(t, f.c); k != listed[0] {
+		t.Errorf("first key: got %v, want %v (arrival order)", k, listed[0])
+	}
+}
+
+// TestHandlersTellInitialListFromLiveChanges: through the informers'
+// handlers, an edit of a listed Book overtakes the rest of the list.
+func TestHandlersTellInitialListFromLiveChanges(t *testing.T) {
+	f := newFixture(t, Options{})
+	h := f.c.bookEventHandler()
+	for i := range 5 {
+		h.OnAdd(newBook(fmt.Sprintf("listed-%03d", i), 1, "T", 1), true)
+	}
+	old := newBook("listed-003", 1, "T", 1)
+	edited := newBook("listed-003", 2, "Edited", 1)
+	edited.ResourceVersion = "2"
+	h.OnUpdate(old, edited)
+	if k := get(t, f.c); k != bookKey("listed-003") {
+		t.Errorf("first key: got %v, want the edited Book", k)
+	}
+	if k := get(t, f.c); k != bookKey("listed-000") {
+		t.Errorf("second key: got %v, want the first listed Book", k)
+	}
+}

@@ -1,0 +1,117 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"ydzs.io/book-controller/internal/poll"
+	"ydzs.io/book-controller/pkg/controller"
+	"ydzs.io/book-controller/test/integration/framework"
+)
+
+// TestLiveChangeOvertakesTheBackfill: a controller starts over n Books
+// whose ConfigMaps were all edited while it was down, so its initial list
+// brings n repairs (the backfill), handed to a single worker. A Book
+// created once the caches are synced is a live change: with the live-first
+// order it is Ready while most of the backfill still waits; in arrival
+// order (--live-first=false) it waits behind nearly all of it. The second
+// case proves the first one had a backlog to overtake.
+func TestLiveChangeOvertakesTheBackfill(t *testing.T) {
+	const n = 300
+	for _, tc := range []struct {
+		name string
+		fifo bool
+	}{{"live-first", false}, {"arrival order", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			first := env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 8})
+			createBooks(t, ns, n)
+			framework.Eventually(t, fmt.Sprintf("%d Books Ready", n), allReady(ns, n))
+			if err := first.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			tamperConfigMaps(t, ns, n)
+
+			probe := framework.FreeAddr(t)
+			env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 1, ProbeAddr: probe, FIFOQueue: tc.fifo})
+			framework.Eventually(t, "the restarted controller's caches", framework.AnswersOK(probe, "/readyz"))
+
+			created := time.Now()
+			if _, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
+				framework.NewBook(ns, "live", "Created during the backfill", 1), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			env.WaitForReady(t, ns, "live", metav1.ConditionTrue, controller.ReasonConfigMapReady)
+			latency := time.Since(created)
+			waiting := countTampered(t, ns)
+			framework.Eventually(t, "the backfill repaired", func(ctx context.Context) error {
+				left := countTampered(t, ns)
+				return poll.Done(left == 0, "%d ConfigMaps still tampered", left)
+			})
+			backfill := time.Since(created)
+			t.Logf("%s: the live Book was Ready after %v with %d of %d repairs still waiting; the backfill ended after %v",
+				tc.name, latency.Round(time.Millisecond), waiting, n, backfill.Round(time.Millisecond))
+
+			if !tc.fifo && waiting < n/2 {
+				t.Errorf("live-first: %d of %d repairs were left when the live Book was Ready, want at least %d: it waited behind the backfill", waiting, n, n/2)
+			}
+			if tc.fifo && waiting > n/10 {
+				t.Errorf("arrival order: %d of %d repairs were left when the live Book was Ready, want at most %d: there was no backlog to overtake", waiting, n, n/10)
+			}
+		})
+	}
+}
+
+// tamperConfigMaps rewrites the title in the n Books' ConfigMaps, as a
+// user would while the controller is down.
+func tamperConfigMaps(t *testing.T, ns string, n int) {
+	t.Helper()
+	cms := env.Kube.CoreV1().ConfigMaps(ns)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cm, err := cms.Get(context.Background(), fmt.Sprintf("book-%04d", i), metav1.GetOptions{})
+			if err == nil {
+				cm.Data[controller.TitleKey] = "tampered"
+				_, err = cms.Update(context.Background(), cm, metav1.UpdateOptions{})
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("tampering with ConfigMaps: %v", err)
+		}
+	}
+}
+
+func countTampered(t *testing.T, ns string) int {
+	t.Helper()
+	list, err := env.Kube.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return countWith(list.Items, func(cm corev1.ConfigMap) bool { return cm.Data[controller.TitleKey] == "tampered" })
+}
+
+func countWith[T any](items []T, pred func(T) bool) int {
+	n := 0
+	for _, it := range items {
+		if pred(it) {
+			n++
+		}
+	}
+	return n
+}
