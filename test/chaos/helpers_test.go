@@ -40,12 +40,18 @@ func bookName(prefix string, i int) string { return fmt.Sprintf("%s-%05d", prefi
 // createBooks creates n Books named prefix-00000 on, and returns their specs.
 func createBooks(t *testing.T, ns, prefix string, n int) map[string]spec {
 	t.Helper()
+	return createBooksIn(t, env, ns, prefix, n)
+}
+
+// createBooksIn is createBooks on the control plane e (a test's own).
+func createBooksIn(t *testing.T, e *framework.Env, ns, prefix string, n int) map[string]spec {
+	t.Helper()
 	specs := make(map[string]spec, n)
 	for i := range n {
 		name := bookName(prefix, i)
 		specs[name] = spec{title: "Title of " + name, price: int32(i)}
 	}
-	createSpecs(t, ns, specs)
+	createSpecsIn(t, e, ns, specs)
 	return specs
 }
 
@@ -53,7 +59,13 @@ func createBooks(t *testing.T, ns, prefix string, n int) map[string]spec {
 // fails while the control plane recovers from a fault.
 func createSpecs(t *testing.T, ns string, specs map[string]spec) {
 	t.Helper()
-	books := env.Books.WebappV1().Books(ns)
+	createSpecsIn(t, env, ns, specs)
+}
+
+// createSpecsIn is createSpecs on the control plane e.
+func createSpecsIn(t *testing.T, e *framework.Env, ns string, specs map[string]spec) {
+	t.Helper()
+	books := e.Books.WebappV1().Books(ns)
 	parallel(t, slices.Sorted(maps.Keys(specs)), 8, func(ctx context.Context, name string) error {
 		s := specs[name]
 		retried := false
@@ -72,7 +84,13 @@ func createSpecs(t *testing.T, ns string, specs map[string]spec) {
 // afresh on conflicts, and returns the specs written.
 func updateSpecs(t *testing.T, ns string, names []string, next func(name string, old webappv1.BookSpec) spec) map[string]spec {
 	t.Helper()
-	books := env.Books.WebappV1().Books(ns)
+	return updateSpecsIn(t, env, ns, names, next)
+}
+
+// updateSpecsIn is updateSpecs on the control plane e.
+func updateSpecsIn(t *testing.T, e *framework.Env, ns string, names []string, next func(name string, old webappv1.BookSpec) spec) map[string]spec {
+	t.Helper()
+	books := e.Books.WebappV1().Books(ns)
 	var mu sync.Mutex
 	written := make(map[string]spec, len(names))
 	parallel(t, names, 8, func(ctx context.Context, name string) error {
@@ -178,12 +196,17 @@ var bookGroup = webappv1.SchemeGroupVersion.Group
 // one ConfigMap, of its name, holding that spec; no ConfigMap with our label
 // is orphaned.
 func inspect(ctx context.Context, ns string, exp expectation) (verdict, error) {
+	return inspectIn(ctx, env, ns, exp)
+}
+
+// inspectIn is inspect on the control plane e.
+func inspectIn(ctx context.Context, e *framework.Env, ns string, exp expectation) (verdict, error) {
 	var v verdict
-	bookList, err := env.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
+	bookList, err := e.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return v, err
 	}
-	cmList, err := env.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	cmList, err := e.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return v, err
 	}
@@ -309,8 +332,14 @@ func convergeTimeout(n int) time.Duration {
 // problems found. It returns how long convergence took.
 func waitConverged(t *testing.T, ns string, exp expectation) time.Duration {
 	t.Helper()
+	return waitConvergedIn(t, env, ns, exp)
+}
+
+// waitConvergedIn is waitConverged on the control plane e.
+func waitConvergedIn(t *testing.T, e *framework.Env, ns string, exp expectation) time.Duration {
+	t.Helper()
 	start := time.Now()
-	v, err := converge(t.Context(), ns, exp)
+	v, err := convergeIn(t.Context(), e, ns, exp)
 	checked.Add(int64(v.books))
 	if err == nil {
 		return time.Since(start)
@@ -325,13 +354,18 @@ func waitConverged(t *testing.T, ns string, exp expectation) time.Duration {
 // convergeTimeout passes, and returns the last verdict and, on timeout, an
 // error that shows its first problems.
 func converge(ctx context.Context, ns string, exp expectation) (verdict, error) {
+	return convergeIn(ctx, env, ns, exp)
+}
+
+// convergeIn is converge on the control plane e.
+func convergeIn(ctx context.Context, e *framework.Env, ns string, exp expectation) (verdict, error) {
 	var v verdict
 	// An inspection lists every Book and ConfigMap of the namespace: once a
 	// second is often enough.
 	err := poll.Until(ctx, "namespace "+ns+" to converge", time.Second, convergeTimeout(len(exp.want)), func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		got, err := inspect(ctx, ns, exp)
+		got, err := inspectIn(ctx, e, ns, exp)
 		if err != nil {
 			return fmt.Errorf("inspection failed: %w", err)
 		}
