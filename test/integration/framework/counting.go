@@ -13,6 +13,7 @@ import (
 type Request struct {
 	Method string
 	Path   string
+	Query  string // the raw query: watch=true, sendInitialEvents=true, ...
 	At     time.Time
 }
 
@@ -44,7 +45,7 @@ func (c *RequestCounter) Wrap(cfg *rest.Config) *rest.Config {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			c.mu.Lock()
-			c.requests = append(c.requests, Request{Method: req.Method, Path: req.URL.Path, At: time.Now()})
+			c.requests = append(c.requests, Request{Method: req.Method, Path: req.URL.Path, Query: req.URL.RawQuery, At: time.Now()})
 			c.mu.Unlock()
 			return rt.RoundTrip(req)
 		})
