@@ -131,8 +131,19 @@ func (e *env) twinController(config string) controllerSpec {
 
 // controller returns the configuration of a phase's controller by name.
 func (e *env) controller(config string) controllerSpec {
-	if config == "ours" {
+	switch config {
+	case "ours":
 		return e.ourController()
+	case "ours-fifo":
+		// Ours with the live-first order off: keys in arrival order, as
+		// client-go's queue hands them out by default.
+		s := e.ourController()
+		s.Config, s.Name = config, "book-controller (arrival order)"
+		args := s.args
+		s.args = func(ns, metrics, probe string) []string {
+			return append(args(ns, metrics, probe), "--live-first=false")
+		}
+		return s
 	}
 	return e.twinController(config)
 }

@@ -36,6 +36,9 @@ type Round struct {
 	Order   []string `json:"order"`
 	Phases  []*Phase `json:"phases"`
 	Restart *Restart `json:"restart,omitempty"`
+	// LiveRestarts are the restart-live phases (restartlive.go), one per
+	// configuration.
+	LiveRestarts []*LiveRestart `json:"liveRestarts,omitempty"`
 	// Ceiling is the best load-generator rate of the round, from
 	// CeilingPhase.
 	Ceiling      float64 `json:"ceilingBooksPerSecond"`
@@ -133,6 +136,39 @@ func (p *Phase) summary() string {
 		s += fmt.Sprintf(", create→Ready p50 %.0fms p99 %.0fms", p.LatencyP50Ms, p.LatencyP99Ms)
 	}
 	return s
+}
+
+// LiveRestart is a configuration restarted over N Books it converged while
+// a paced writer creates new Books and edits old ones (restartlive.go).
+// Latencies count from the write or from the moment the caches were synced,
+// whichever is later; the Raw ones from the write alone, which includes
+// the wait for the restarted process to list.
+type LiveRestart struct {
+	Round      int    `json:"round"`
+	Config     string `json:"config"`
+	Controller string `json:"controller"`
+	Namespace  string `json:"namespace"`
+	N          int    `json:"n"`
+	NewBooks   int    `json:"newBooks"`
+	Edits      int    `json:"edits"`
+	// SyncedSeconds and IdleSeconds count from the process start: /readyz
+	// 200, and the start of the 2 s with an empty queue and no request.
+	SyncedSeconds  float64 `json:"syncedSeconds"`
+	IdleSeconds    float64 `json:"idleSeconds"`
+	CreateP50Ms    float64 `json:"createP50Ms"`
+	CreateP99Ms    float64 `json:"createP99Ms"`
+	CreateRawP50Ms float64 `json:"createRawP50Ms"`
+	CreateRawP99Ms float64 `json:"createRawP99Ms"`
+	EditP50Ms      float64 `json:"editP50Ms"`
+	EditP99Ms      float64 `json:"editP99Ms"`
+	EditRawP50Ms   float64 `json:"editRawP50Ms"`
+	EditRawP99Ms   float64 `json:"editRawP99Ms"`
+}
+
+func (x *LiveRestart) summary() string {
+	return fmt.Sprintf("%s over %d Books: synced after %.2fs, idle after %.2fs; create→Ready p50 %.0fms p99 %.0fms (from the write: %.0f/%.0f); edit→ConfigMap p50 %.0fms p99 %.0fms (from the write: %.0f/%.0f)",
+		x.Config, x.N, x.SyncedSeconds, x.IdleSeconds, x.CreateP50Ms, x.CreateP99Ms, x.CreateRawP50Ms, x.CreateRawP99Ms,
+		x.EditP50Ms, x.EditP99Ms, x.EditRawP50Ms, x.EditRawP99Ms)
 }
 
 func (r *Restart) summary() string {

@@ -15,10 +15,12 @@ import (
 // too (the live ceiling); "restart" restarts ours over ours-live's Books, or
 // over ours-backlog's when ours-live is not selected; "capacity" is the
 // paced search for the load generator, ours and twin-tuned
-// (-capacity-configs).
+// (-capacity-configs); "restart-live" restarts ours, ours in arrival order
+// and twin-tuned over N Books each converged, under a paced live writer
+// (restartlive.go).
 var allPhases = []string{"ceiling", "ceiling-live", "ceiling-events",
 	"ours-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
-	"ours-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity"}
+	"ours-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity", "restart-live"}
 
 // defaultPhases leave out what no bar needs.
 var defaultPhases = []string{"ceiling", "ceiling-live",
@@ -127,6 +129,18 @@ func (e *env) plan() []unit {
 			err = e.restart(ctx, r, p, s)
 			return []*Phase{p}, err
 		}})
+	}
+	if sel["restart-live"] {
+		for _, config := range restartLiveConfigs {
+			units = append(units, unit{"restart-live-" + config, func(ctx context.Context, r *Round) ([]*Phase, error) {
+				p, x, err := e.restartLivePhase(ctx, config)
+				if x != nil {
+					r.LiveRestarts = append(r.LiveRestarts, x)
+					logf("  restart-live: %s", x.summary())
+				}
+				return []*Phase{p}, err
+			}})
+		}
 	}
 	return units
 }

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
+
+	"ydzs.io/book-controller/internal/poll"
+	"ydzs.io/book-controller/pkg/controller"
+)
+
+// The live writer of the restart-live phase: liveOps creates and as many
+// edits, each at liveRate per second, interleaved, from liveDelay after
+// the restarted process starts.
+const (
+	liveOps   = 100
+	liveRate  = 50.0
+	liveDelay = 200 * time.Millisecond
+)
+
+// restartLiveConfigs are the configurations the restart-live phase runs:
+// ours, ours in arrival order (--live-first=false), the tuned twin.
+var restartLiveConfigs = []string{"ours", "ours-fifo", "twin-tuned"}
+
+// restartLivePhase converges N Books with the configuration (its backlog
+// phase, returned too), restarts it, and from liveDelay after the new
+// process starts creates liveOps new Books and edits liveOps of the N, at
+// liveRate each. How long each live write took to land (create → Ready,
+// edit → the ConfigMap holding the new title), counted from the write or
+// from the moment the caches were synced, whichever is later, and counted
+// from the write alone; and when the restarted controller went idle.
+func (e *env) restartLivePhase(ctx context.Context, config string) (*Phase, *LiveRestart, error) {
+	s := e.controller(config)
+	setup, err := e.backlogPhase(ctx, "restart-live-"+config+"-setup", s)
+	if err != nil {
+		return setup, nil, err
+	}
+	x := &LiveRestart{Round: e.round, Config: config, Controller: s.Name, Namespace: setup.Namespace, N: e.o.n,
+		NewBooks: liveOps, Edits: liveOps}
+	books, err := e.watchReady(ctx, setup.Namespace, e.o.n+liveOps)
+	if err != nil {
+		return setup, nil, err
+	}
+	defer books.stop()
+	titles := e.watchTitles(ctx, setup.Namespace)
+	defer titles.stop()
+
+	pr, err := e.startController(s, setup.Namespace, e.logName("restart-live-"+config))
+	if err != nil {
+		return setup, nil, err
+	}
+	defer func() {
+		if !pr.exited() {
+			pr.terminate()
+		}
+	}()
+	synced := make(chan time.Time, 1)
+	go func() { synced <- waitReadyz(ctx, pr) }()
+	time.Sleep(time.Until(pr.start.Add(liveDelay)))
+	created, edited, err := e.writeLive(ctx, setup.Namespace)
+	if err != nil {
+		return setup, nil, err
+	}
+	syncedAt := <-synced
+	if syncedAt.IsZero() {
+		return setup, nil, fmt.Errorf("restart-live: %s never became ready", s.Name)
+	}
+	x.SyncedSeconds = round(syncedAt.Sub(pr.start).Seconds(), 3)
+	if err := e.waitLanded(ctx, books, titles, created, edited); err != nil {
+		return setup, nil, err
+	}
+	x.latencies(syncedAt, created, books.readyAt, edited, titles.snapshot())
+	if x.IdleSeconds, err = e.waitIdle(ctx, pr); err != nil {
+		return setup, nil, err
+	}
+	return setup, x, nil
+}
+
+// waitReadyz returns when the controller's /readyz first answered 200, or
+// the zero time if it exited or the context ended first.
+func waitReadyz(ctx context.Context, pr *proc) time.Time {
+	for ctx.Err() == nil && !pr.exited() {
+		if pr.ready() {
+			return time.Now()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Time{}
+}
+
+// liveName names the new Books of the live writer.
+func liveName(i int) string { return fmt.Sprintf("live-%05d", i) }
+
+// editedTitle is the title the live writer gives the i-th edited Book.
+func editedTitle(i int) string { return "edited during the restart " + strconv.Itoa(i) }
+
+// writeLive creates liveOps Books and edits liveOps of the N, alternating,
+// at 2 × liveRate operations per second; it returns when each returned.
+func (e *env) writeLive(ctx context.Context, ns string) (created, edited map[string]time.Time, err error) {
+	var mu sync.Mutex
+	created, edited = map[string]time.Time{}, map[string]time.Time{}
+	client := e.books.WebappV1().Books(ns)
+	_, err = work(ctx, 2*liveOps, 8, 2*liveRate, func(op int) error {
+		i := op / 2
+		if op%2 == 0 {
+			b := newBook(ns, i)
+			b.Name = liveName(i)
+			if _, err := client.Create(ctx, b, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			mu.Lock()
+			created[b.Name] = time.Now()
+			mu.Unlock()
+			return nil
+		}
+		name := bookName(i * e.o.n / liveOps)
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			b, err := client.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			b.Spec.Title = editedTitle(i)
+			_, err = client.Update(ctx, b, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		edited[name] = time.Now()
+		mu.Unlock()
+		return nil
+	})
+	return created, edited, err
+}
+
+// titleWatch records when each ConfigMap of a namespace first held each
+// title.
+type titleWatch struct {
+	mu     sync.Mutex
+	seen   map[string]time.Time // name + "\x00" + title → first seen
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (e *env) watchTitles(ctx context.Context, ns string) *titleWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &titleWatch{seen: map[string]time.Time{}, cancel: cancel, done: make(chan struct{})}
+	client := e.kube.CoreV1().ConfigMaps(ns)
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			wi, err := client.Watch(ctx, metav1.ListOptions{})
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			for ev := range wi.ResultChan() {
+				if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type != watch.Deleted {
+					w.observe(cm)
+				}
+			}
+			wi.Stop()
+		}
+	}()
+	return w
+}
+
+func (w *titleWatch) observe(cm *corev1.ConfigMap) {
+	k := cm.Name + "\x00" + cm.Data[controller.TitleKey]
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.seen[k]; !ok {
+		w.seen[k] = time.Now()
+	}
+}
+
+// landed returns when the ConfigMap name first held title.
+func (w *titleWatch) landed(name, title string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.seen[name+"\x00"+title]
+	return t, ok
+}
+
+func (w *titleWatch) snapshot() map[string]time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]time.Time, len(w.seen))
+	for k, v := range w.seen {
+		out[k] = v
+	}
+	return out
+}
+
+func (w *titleWatch) stop() {
+	w.cancel()
+	<-w.done
+}
+
+// waitLanded waits until every new Book is Ready and every edit is in its
+// ConfigMap.
+func (e *env) waitLanded(ctx context.Context, books *readyWatch, titles *titleWatch, created, edited map[string]time.Time) error {
+	return poll.Until(ctx, "the live writes to land", 50*time.Millisecond, e.o.timeout, func(context.Context) error {
+		books.mu.Lock()
+		ready := 0
+		for name := range created {
+			if _, ok := books.readyAt[name]; ok {
+				ready++
+			}
+		}
+		books.mu.Unlock()
+		landed := 0
+		for i := range liveOps {
+			if _, ok := titles.landed(bookName(i*e.o.n/liveOps), editedTitle(i)); ok {
+				landed++
+			}
+		}
+		return poll.Done(ready == len(created) && landed == len(edited), "%d of %d new Books Ready, %d of %d edits landed",
+			ready, len(created), landed, len(edited))
+	})
+}
+
+// waitIdle returns, in seconds from the process start, when the controller
+// went idle: empty queue, no active worker, no request for 2 s.
+func (e *env) waitIdle(ctx context.Context, pr *proc) (float64, error) {
+	const quiet = 2 * time.Second
+	var quietSince time.Time
+	last := -1.0
+	deadline := time.Now().Add(e.o.timeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil && !pr.exited() {
+		time.Sleep(50 * time.Millisecond)
+		m, err := scrape(pr.metricsAddr)
+		if err != nil {
+			quietSince = time.Time{}
+			continue
+		}
+		total := sumMap(m.requests())
+		if m.value("workqueue_depth") != 0 || m.value("book_controller_active_workers") != 0 || total != last {
+			quietSince, last = time.Time{}, total
+			continue
+		}
+		if quietSince.IsZero() {
+			quietSince = time.Now()
+		}
+		if time.Since(quietSince) >= quiet {
+			return round(quietSince.Sub(pr.start).Seconds(), 3), nil
+		}
+	}
+	return 0, errors.New("restart-live: not idle in time")
+}
+
+// latencies fills in the percentiles of the live writes.
+func (x *LiveRestart) latencies(synced time.Time, created, readyAt, edited, seen map[string]time.Time) {
+	var c, cRaw, ed, edRaw []float64
+	for name, at := range created {
+		if r, ok := readyAt[name]; ok {
+			c = append(c, ms(r.Sub(later(at, synced))))
+			cRaw = append(cRaw, ms(r.Sub(at)))
+		}
+	}
+	for i := range liveOps {
+		name := bookName(i * x.N / liveOps)
+		at, ok1 := edited[name]
+		l, ok2 := seen[name+"\x00"+editedTitle(i)]
+		if ok1 && ok2 {
+			ed = append(ed, ms(l.Sub(later(at, synced))))
+			edRaw = append(edRaw, ms(l.Sub(at)))
+		}
+	}
+	x.CreateP50Ms, x.CreateP99Ms = quantiles(c)
+	x.CreateRawP50Ms, x.CreateRawP99Ms = quantiles(cRaw)
+	x.EditP50Ms, x.EditP99Ms = quantiles(ed)
+	x.EditRawP50Ms, x.EditRawP99Ms = quantiles(edRaw)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func ms(d time.Duration) float64 { return max(0, d.Seconds()*1000) }
+
+// quantiles is the p50 and p99 of ls, in the phases' convention.
+func quantiles(ls []float64) (p50, p99 float64) {
+	if len(ls) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ls)
+	q := func(f float64) float64 { return round(ls[min(len(ls)-1, int(f*float64(len(ls))))], 1) }
+	return q(0.5), q(0.99)
+}
