@@ -1,7 +1,13 @@
 // Package chaos is the fault-injection suite: the Book controller against a
 // real local control plane while its API server, etcd, its own process, its
 // leader and its namespace are killed or deleted under it, with a second
-// writer racing it and with foreign objects in its way. Every test ends by
+// writer racing it and with foreign objects in its way; and while the
+// cluster itself refuses or throttles it: API Priority and Fairness
+// answering 429 (throttle_test.go), etcd out of space (nospace_test.go),
+// watches expiring after compaction with no watch cache
+// (expiredwatch_test.go), admission policies and webhooks that deny, time
+// out or mutate (admission_test.go), a full ResourceQuota (quota_test.go),
+// and another controller's finalizers (finalizer_test.go). Every test ends by
 // checking that nothing was lost or duplicated: each Book Ready with exactly
 // one ConfigMap that it controls and that holds its current spec.
 //
