@@ -223,15 +223,19 @@ func markdown(r *Result, charts map[string]string, chartRound *Round) string {
 	var live []string
 	for _, rd := range r.Rounds {
 		for _, x := range rd.LiveRestarts {
-			live = append(live, fmt.Sprintf("| %d | %s | %d | %.2f | %.2f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f |", rd.Index, x.Controller, x.N,
+			kind := "restart"
+			if x.Failover {
+				kind = "failover"
+			}
+			live = append(live, fmt.Sprintf("| %d | %s | %s | %d | %.2f | %.2f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f |", rd.Index, kind, x.Controller, x.N,
 				x.SyncedSeconds, x.IdleSeconds, x.CreateP50Ms, x.CreateP99Ms, x.EditP50Ms, x.EditP99Ms, x.CreateRawP50Ms, x.CreateRawP99Ms, x.EditRawP50Ms, x.EditRawP99Ms))
 		}
 	}
 	if len(live) > 0 {
-		fmt.Fprintf(&b, "\nRestart under live writes (restart-live): each configuration converges N Books, restarts, and from %v after the process starts %d new Books and %d edits of old ones are made at %.0f/s each. "+
-			"Latencies (p50 / p99, ms) count from the write or from the caches' sync, whichever is later; *from the write* counts from the write alone. Synced and idle count from the process start:\n\n", liveDelay, liveOps, liveOps, liveRate)
-		fmt.Fprintln(&b, "| Round | Controller | Books | Synced (s) | Idle (s) | Create → Ready | Edit → ConfigMap | Create, from the write | Edit, from the write |")
-		fmt.Fprintln(&b, "|--:|---|--:|--:|--:|--:|--:|--:|--:|")
+		fmt.Fprintf(&b, "\nRestart and failover under live writes (restart-live, failover-live): each configuration converges N Books, then restarts (or its leader is SIGKILLed with a warm standby running), and from %v after the process start (the kill) %d new Books and %d edits of old ones are made at %.0f/s each. "+
+			"Latencies (p50 / p99, ms) count from the write or from the caches' sync (the Lease taken), whichever is later; *from the write* counts from the write alone. Synced (Lease taken) and idle count from the process start (the kill):\n\n", liveDelay, liveOps, liveOps, liveRate)
+		fmt.Fprintln(&b, "| Round | Kind | Controller | Books | Synced (s) | Idle (s) | Create → Ready | Edit → ConfigMap | Create, from the write | Edit, from the write |")
+		fmt.Fprintln(&b, "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|")
 		fmt.Fprintln(&b, strings.Join(live, "\n"))
 	}
 

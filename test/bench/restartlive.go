@@ -79,7 +79,7 @@ func (e *env) restartLivePhase(ctx context.Context, config string) (*Phase, *Liv
 		return setup, nil, err
 	}
 	x.latencies(syncedAt, created, books.readyAt, edited, titles.snapshot())
-	if x.IdleSeconds, err = e.waitIdle(ctx, pr); err != nil {
+	if x.IdleSeconds, err = e.waitIdle(ctx, pr, false); err != nil {
 		return setup, nil, err
 	}
 	return setup, x, nil
@@ -231,8 +231,10 @@ func (e *env) waitLanded(ctx context.Context, books *readyWatch, titles *titleWa
 }
 
 // waitIdle returns, in seconds from the process start, when the controller
-// went idle: empty queue, no active worker, no request for 2 s.
-func (e *env) waitIdle(ctx context.Context, pr *proc) (float64, error) {
+// went idle: empty queue, no active worker, no request for 2 s. With leader
+// election the Lease is renewed every 2 s, so there "no request" is "no
+// reconcile" (either controller's reconcile counter).
+func (e *env) waitIdle(ctx context.Context, pr *proc, leaderElected bool) (float64, error) {
 	const quiet = 2 * time.Second
 	var quietSince time.Time
 	last := -1.0
@@ -245,6 +247,9 @@ func (e *env) waitIdle(ctx context.Context, pr *proc) (float64, error) {
 			continue
 		}
 		total := sumMap(m.requests())
+		if leaderElected {
+			total = m.value("book_controller_reconcile_total") + m.value("controller_runtime_reconcile_total")
+		}
 		if m.value("workqueue_depth") != 0 || m.value("book_controller_active_workers") != 0 || total != last {
 			quietSince, last = time.Time{}, total
 			continue
@@ -256,7 +261,7 @@ func (e *env) waitIdle(ctx context.Context, pr *proc) (float64, error) {
 			return round(quietSince.Sub(pr.start).Seconds(), 3), nil
 		}
 	}
-	return 0, errors.New("restart-live: not idle in time")
+	return 0, errors.New("not idle in time")
 }
 
 // latencies fills in the percentiles of the live writes.

@@ -151,8 +151,12 @@ type LiveRestart struct {
 	N          int    `json:"n"`
 	NewBooks   int    `json:"newBooks"`
 	Edits      int    `json:"edits"`
+	// Failover: a warm standby took over from a SIGKILLed leader
+	// (failoverlive.go) rather than one process restarting.
+	Failover bool `json:"failover,omitempty"`
 	// SyncedSeconds and IdleSeconds count from the process start: /readyz
-	// 200, and the start of the 2 s with an empty queue and no request.
+	// 200, and the start of the 2 s with an empty queue and no request. In
+	// a failover, from the kill: the Lease taken by the standby, and idle.
 	SyncedSeconds  float64 `json:"syncedSeconds"`
 	IdleSeconds    float64 `json:"idleSeconds"`
 	CreateP50Ms    float64 `json:"createP50Ms"`
@@ -166,8 +170,12 @@ type LiveRestart struct {
 }
 
 func (x *LiveRestart) summary() string {
-	return fmt.Sprintf("%s over %d Books: synced after %.2fs, idle after %.2fs; create→Ready p50 %.0fms p99 %.0fms (from the write: %.0f/%.0f); edit→ConfigMap p50 %.0fms p99 %.0fms (from the write: %.0f/%.0f)",
-		x.Config, x.N, x.SyncedSeconds, x.IdleSeconds, x.CreateP50Ms, x.CreateP99Ms, x.CreateRawP50Ms, x.CreateRawP99Ms,
+	synced := "synced"
+	if x.Failover {
+		synced = "Lease taken"
+	}
+	return fmt.Sprintf("%s over %d Books: %s after %.2fs, idle after %.2fs; create→Ready p50 %.0fms p99 %.0fms (from the write: %.0f/%.0f); edit→ConfigMap p50 %.0fms p99 %.0fms (from the write: %.0f/%.0f)",
+		x.Config, x.N, synced, x.SyncedSeconds, x.IdleSeconds, x.CreateP50Ms, x.CreateP99Ms, x.CreateRawP50Ms, x.CreateRawP99Ms,
 		x.EditP50Ms, x.EditP99Ms, x.EditRawP50Ms, x.EditRawP99Ms)
 }
 

@@ -17,10 +17,11 @@ import (
 // paced search for the load generator, ours and twin-tuned
 // (-capacity-configs); "restart-live" restarts ours, ours in arrival order
 // and twin-tuned over N Books each converged, under a paced live writer
-// (restartlive.go).
+// (restartlive.go); "failover-live" the same with a warm standby taking over
+// from a killed leader (failoverlive.go).
 var allPhases = []string{"ceiling", "ceiling-live", "ceiling-events",
 	"ours-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
-	"ours-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity", "restart-live"}
+	"ours-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity", "restart-live", "failover-live"}
 
 // defaultPhases leave out what no bar needs.
 var defaultPhases = []string{"ceiling", "ceiling-live",
@@ -137,6 +138,18 @@ func (e *env) plan() []unit {
 				if x != nil {
 					r.LiveRestarts = append(r.LiveRestarts, x)
 					logf("  restart-live: %s", x.summary())
+				}
+				return []*Phase{p}, err
+			}})
+		}
+	}
+	if sel["failover-live"] {
+		for _, config := range restartLiveConfigs {
+			units = append(units, unit{"failover-live-" + config, func(ctx context.Context, r *Round) ([]*Phase, error) {
+				p, x, err := e.failoverLivePhase(ctx, config)
+				if x != nil {
+					r.LiveRestarts = append(r.LiveRestarts, x)
+					logf("  failover-live: %s", x.summary())
 				}
 				return []*Phase{p}, err
 			}})
