@@ -228,6 +228,8 @@ func (c *Controller) watch(books, configMaps cache.SharedIndexInformer) error {
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	defer c.queue.ShutDown()
+	c.notReady.start()
+	defer c.notReady.stop()
 	if workers < 1 {
 		return fmt.Errorf("workers must be at least 1, got %d", workers)
 	}

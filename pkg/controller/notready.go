@@ -2,6 +2,7 @@ package controller
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +22,10 @@ import (
 // list syncs every Book again. Whatever the reason, and however the sync
 // ends, the Book's status as the API server holds it is what counts.
 //
+// One process can run several controllers (one per shard held), each with
+// its own tracker; the gauges are over the trackers of the controllers
+// running (running, below), so a shard given up takes its Books with it.
+//
 // Cost: an entry (about 100 B) per Book that is not Ready, none for Ready
 // ones; a lock and a map lookup per sync. Recomputing the oldest time is
 // O(not Ready Books), and only happens when the oldest one leaves.
@@ -28,12 +33,38 @@ type notReadyBooks struct {
 	mu     sync.Mutex // guards since and oldest; held by workers for one map operation
 	since  map[cache.ObjectName]time.Time
 	oldest time.Time // the earliest of since; zero when since is empty
+
+	// count and oldestUnix are len(since) and oldest for the export, which
+	// reads them without mu.
+	count, oldestUnix atomic.Int64
+}
+
+// running are the trackers of the controllers running in this process.
+var running struct {
+	mu       sync.Mutex // guards trackers and the gauges' values
+	trackers map[*notReadyBooks]struct{}
 }
 
 func newNotReadyBooks() *notReadyBooks {
-	n := &notReadyBooks{since: map[cache.ObjectName]time.Time{}}
-	n.export()
-	return n
+	return &notReadyBooks{since: map[cache.ObjectName]time.Time{}}
+}
+
+// start adds the tracker to the gauges, stop takes it out (Run).
+func (n *notReadyBooks) start() {
+	running.mu.Lock()
+	if running.trackers == nil {
+		running.trackers = map[*notReadyBooks]struct{}{}
+	}
+	running.trackers[n] = struct{}{}
+	running.mu.Unlock()
+	export()
+}
+
+func (n *notReadyBooks) stop() {
+	running.mu.Lock()
+	delete(running.trackers, n)
+	running.mu.Unlock()
+	export()
 }
 
 // observe records the Book's readiness from its status.
@@ -51,9 +82,9 @@ func (n *notReadyBooks) observe(key cache.ObjectName, book *webappv1.Book) {
 
 func (n *notReadyBooks) set(key cache.ObjectName, since time.Time) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	old, had := n.since[key]
 	if had && old.Equal(since) {
+		n.mu.Unlock()
 		return
 	}
 	n.since[key] = since
@@ -62,22 +93,26 @@ func (n *notReadyBooks) set(key cache.ObjectName, since time.Time) {
 	} else if n.oldest.IsZero() || since.Before(n.oldest) {
 		n.oldest = since
 	}
-	n.export()
+	n.publish()
+	n.mu.Unlock()
+	export()
 }
 
 // forget drops a Book that is Ready or gone.
 func (n *notReadyBooks) forget(key cache.ObjectName) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	old, had := n.since[key]
 	if !had {
+		n.mu.Unlock()
 		return
 	}
 	delete(n.since, key)
 	if old.Equal(n.oldest) {
 		n.recompute()
 	}
-	n.export()
+	n.publish()
+	n.mu.Unlock()
+	export()
 }
 
 func (n *notReadyBooks) recompute() {
@@ -89,11 +124,28 @@ func (n *notReadyBooks) recompute() {
 	}
 }
 
-func (n *notReadyBooks) export() {
-	metrics.BooksNotReady.Set(float64(len(n.since)))
+// publish copies the summary for export; mu is held.
+func (n *notReadyBooks) publish() {
+	n.count.Store(int64(len(n.since)))
 	if n.oldest.IsZero() {
-		metrics.NotReadySince.Set(0)
-		return
+		n.oldestUnix.Store(0)
+	} else {
+		n.oldestUnix.Store(n.oldest.Unix())
 	}
-	metrics.NotReadySince.Set(float64(n.oldest.Unix()))
+}
+
+// export sets the gauges from the running trackers. It runs under
+// running.mu, so the last export reads the latest summaries.
+func export() {
+	running.mu.Lock()
+	defer running.mu.Unlock()
+	var count, oldest int64
+	for n := range running.trackers {
+		count += n.count.Load()
+		if t := n.oldestUnix.Load(); t != 0 && (oldest == 0 || t < oldest) {
+			oldest = t
+		}
+	}
+	metrics.BooksNotReady.Set(float64(count))
+	metrics.NotReadySince.Set(float64(oldest))
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"ydzs.io/book-controller/internal/poll"
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	"ydzs.io/book-controller/pkg/metrics"
 )
 
@@ -206,6 +207,8 @@ func TestRefusalMessageIsBounded(t *testing.T) {
 // has not been Ready, back to 0 when all are.
 func TestNotReadyBooksTimesTheOldest(t *testing.T) {
 	n := newNotReadyBooks()
+	n.start()
+	defer n.stop()
 	created := newBook("fresh", 1, "T", 1)
 	created.CreationTimestamp = metav1.NewTime(t0.Add(time.Minute))
 	refused := newBook("refused", 1, "T", 1)
@@ -236,12 +239,34 @@ func TestNotReadyBooksTimesTheOldest(t *testing.T) {
 	expect(1, t0.Add(time.Minute))
 	n.forget(cache.MetaObjectToName(created))
 	expect(0, time.Time{})
+
+	// A second controller in the process (another shard held): the gauges
+	// are over both, and a controller that stops takes its Books with it.
+	other := newNotReadyBooks()
+	other.start()
+	n.observe(cache.MetaObjectToName(created), created)
+	elsewhere := refused2(t)
+	other.observe(cache.MetaObjectToName(elsewhere), elsewhere)
+	expect(2, t0)
+	other.stop()
+	expect(1, t0.Add(time.Minute))
+}
+
+// refused2 is a Book of another namespace, not Ready since t0.
+func refused2(t *testing.T) *webappv1.Book {
+	t.Helper()
+	b := newBook("refused", 1, "T", 1)
+	b.Namespace = "shard-2"
+	b.Status = computeStatus(b, (&refusalError{reason: ReasonConfigMapQuotaExceeded, err: errQuotaFull}).condition(b), t0)
+	return b
 }
 
 // TestSyncFeedsTheNotReadyFigures: a refused Book counts as not Ready from
 // the sync that writes its status, and stops counting when it is Ready.
 func TestSyncFeedsTheNotReadyFigures(t *testing.T) {
 	f := newFixture(t, Options{}, newBook("demo", 1, "T", 1))
+	f.c.notReady.start() // as Run does
+	defer f.c.notReady.stop()
 	var refusing atomic.Bool
 	refusing.Store(true)
 	f.kubeClient.PrependReactor("create", "configmaps", func(core.Action) (bool, runtime.Object, error) {
