@@ -131,25 +131,19 @@ func (e *env) plan() []unit {
 			return []*Phase{p}, err
 		}})
 	}
-	if sel["restart-live"] {
-		for _, config := range restartLiveConfigs {
-			units = append(units, unit{"restart-live-" + config, func(ctx context.Context, r *Round) ([]*Phase, error) {
-				p, x, err := e.restartLivePhase(ctx, config)
-				if x != nil {
-					r.LiveRestarts = append(r.LiveRestarts, x)
-					logf("  restart-live: %s", x.summary())
-				}
-				return []*Phase{p}, err
-			}})
+	for _, live := range []struct {
+		phase string
+		run   func(context.Context, string) (*Phase, *LiveRestart, error)
+	}{{"restart-live", e.restartLivePhase}, {"failover-live", e.failoverLivePhase}} {
+		if !sel[live.phase] {
+			continue
 		}
-	}
-	if sel["failover-live"] {
 		for _, config := range restartLiveConfigs {
-			units = append(units, unit{"failover-live-" + config, func(ctx context.Context, r *Round) ([]*Phase, error) {
-				p, x, err := e.failoverLivePhase(ctx, config)
+			units = append(units, unit{live.phase + "-" + config, func(ctx context.Context, r *Round) ([]*Phase, error) {
+				p, x, err := live.run(ctx, config)
 				if x != nil {
 					r.LiveRestarts = append(r.LiveRestarts, x)
-					logf("  failover-live: %s", x.summary())
+					logf("  %s: %s", live.phase, x.summary())
 				}
 				return []*Phase{p}, err
 			}})
