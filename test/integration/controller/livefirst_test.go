@@ -3,7 +3,6 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -73,28 +72,15 @@ func TestLiveChangeOvertakesTheBackfill(t *testing.T) {
 func tamperConfigMaps(t *testing.T, ns string, n int) {
 	t.Helper()
 	cms := env.Kube.CoreV1().ConfigMaps(ns)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 16)
-	for i := range n {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			cm, err := cms.Get(context.Background(), fmt.Sprintf("book-%04d", i), metav1.GetOptions{})
-			if err == nil {
-				cm.Data[controller.TitleKey] = "tampered"
-				_, err = cms.Update(context.Background(), cm, metav1.UpdateOptions{})
-			}
-			errs <- err
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	forEach(t, "tampering with ConfigMaps", n, func(i int) error {
+		cm, err := cms.Get(context.Background(), fmt.Sprintf("book-%04d", i), metav1.GetOptions{})
 		if err != nil {
-			t.Fatalf("tampering with ConfigMaps: %v", err)
+			return err
 		}
-	}
+		cm.Data[controller.TitleKey] = "tampered"
+		_, err = cms.Update(context.Background(), cm, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 func countTampered(t *testing.T, ns string) int {

@@ -72,6 +72,18 @@ func TestRestartOverConvergedBooksMakesNoWrites(t *testing.T) {
 
 func createBooks(t *testing.T, ns string, n int) {
 	t.Helper()
+	forEach(t, "creating Books", n, func(i int) error {
+		name := fmt.Sprintf("book-%04d", i)
+		_, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
+			framework.NewBook(ns, name, "Title "+name, int32(i)), metav1.CreateOptions{})
+		return err
+	})
+}
+
+// forEach runs do(0) … do(n-1), 16 at a time, and fails the test with the
+// first error.
+func forEach(t *testing.T, what string, n int, do func(i int) error) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	sem := make(chan struct{}, 16)
@@ -79,17 +91,14 @@ func createBooks(t *testing.T, ns string, n int) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			name := fmt.Sprintf("book-%04d", i)
-			_, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
-				framework.NewBook(ns, name, "Title "+name, int32(i)), metav1.CreateOptions{})
-			errs <- err
+			errs <- do(i)
 		})
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		if err != nil {
-			t.Fatalf("creating Books: %v", err)
+			t.Fatalf("%s: %v", what, err)
 		}
 	}
 }
