@@ -25,7 +25,7 @@ func (e *env) failoverLivePhase(ctx context.Context, config string) (*Phase, *Li
 		return p, nil, err
 	}
 	x := &LiveRestart{Round: e.round, Config: config, Controller: s.Name, Namespace: p.Namespace, N: e.o.n,
-		NewBooks: liveOps, Edits: liveOps, Failover: true}
+		NewBooks: liveOps, Edits: liveEdits(e.o.n), Failover: true}
 	leader, err := e.convergeWithLeader(ctx, p, s)
 	if leader != nil {
 		defer stopIfRunning(leader)

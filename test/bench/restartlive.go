@@ -45,7 +45,7 @@ func (e *env) restartLivePhase(ctx context.Context, config string) (*Phase, *Liv
 		return setup, nil, err
 	}
 	x := &LiveRestart{Round: e.round, Config: config, Controller: s.Name, Namespace: setup.Namespace, N: e.o.n,
-		NewBooks: liveOps, Edits: liveOps}
+		NewBooks: liveOps, Edits: liveEdits(e.o.n)}
 	books, err := e.watchReady(ctx, setup.Namespace, e.o.n+liveOps)
 	if err != nil {
 		return setup, nil, err
@@ -97,13 +97,19 @@ func waitReadyz(ctx context.Context, pr *proc) time.Time {
 	return time.Time{}
 }
 
+// liveEdits is how many of n Books the live writer edits: liveOps, or
+// every Book when there are fewer. editedName is the i-th of them.
+func liveEdits(n int) int { return min(liveOps, n) }
+
+func editedName(i, n int) string { return bookName(i * n / liveEdits(n)) }
+
 // liveName names the new Books of the live writer.
 func liveName(i int) string { return fmt.Sprintf("live-%05d", i) }
 
 // editedTitle is the title the live writer gives the i-th edited Book.
 func editedTitle(i int) string { return "edited during the restart " + strconv.Itoa(i) }
 
-// writeLive creates liveOps Books and edits liveOps of the N, alternating,
+// writeLive creates liveOps Books and edits liveEdits of the N, alternating,
 // at 2 × liveRate operations per second; it returns when each returned.
 func (e *env) writeLive(ctx context.Context, ns string) (created, edited map[string]time.Time, err error) {
 	var mu sync.Mutex
@@ -122,7 +128,10 @@ func (e *env) writeLive(ctx context.Context, ns string) (created, edited map[str
 			mu.Unlock()
 			return nil
 		}
-		name := bookName(i * e.o.n / liveOps)
+		if i >= liveEdits(e.o.n) {
+			return nil
+		}
+		name := editedName(i, e.o.n)
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			b, err := client.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -220,8 +229,8 @@ func (e *env) waitLanded(ctx context.Context, books *readyWatch, titles *titleWa
 		}
 		books.mu.Unlock()
 		landed := 0
-		for i := range liveOps {
-			if _, ok := titles.landed(bookName(i*e.o.n/liveOps), editedTitle(i)); ok {
+		for i := range liveEdits(e.o.n) {
+			if _, ok := titles.landed(editedName(i, e.o.n), editedTitle(i)); ok {
 				landed++
 			}
 		}
@@ -273,8 +282,8 @@ func (x *LiveRestart) latencies(synced time.Time, created, readyAt, edited, seen
 			cRaw = append(cRaw, ms(r.Sub(at)))
 		}
 	}
-	for i := range liveOps {
-		name := bookName(i * x.N / liveOps)
+	for i := range liveEdits(x.N) {
+		name := editedName(i, x.N)
 		at, ok1 := edited[name]
 		l, ok2 := seen[name+"\x00"+editedTitle(i)]
 		if ok1 && ok2 {
