@@ -88,6 +88,8 @@ func (o *options) serverFlags(fs *pflag.FlagSet) {
 		`Address to serve /healthz and /readyz on; "0" turns it off.`)
 	fs.StringVar(&o.mgr.PprofAddr, "pprof-bind-address", o.mgr.PprofAddr,
 		`Address to serve Go profiles on /debug/pprof/ (net/http/pprof), e.g. "127.0.0.1:6060"; "0" turns it off. Unauthenticated: bind it to localhost.`)
+	fs.StringVar(&o.mgr.UIAddr, "ui-bind-address", o.mgr.UIAddr,
+		`Address to serve the live view of the controller on (docs/ui.md), e.g. "127.0.0.1:8082"; "0" turns it off. It shows Books and the controller's internals: bind it to localhost, or add --metrics-secure to serve it as the metrics are.`)
 }
 
 // leaderElectionFlags registers the --leader-elect flags.
