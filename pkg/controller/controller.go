@@ -401,9 +401,10 @@ func (c *Controller) processNextWorkItem(ctx context.Context, worker int) bool {
 	took := time.Since(start)
 	metrics.ReconcileTime.WithLabelValues(Name).Observe(took.Seconds())
 	metrics.ActiveWorkers.WithLabelValues(Name).Dec()
-	result := c.reconcileHandler(ctx, key, res, err)
+	result, refusal := c.reconcileHandler(ctx, key, res, err)
 	if c.observer != nil {
-		c.observeSync(SyncOutcome{Worker: worker, Key: key, Result: result, Err: err, RequeueAfter: res.RequeueAfter, Duration: took})
+		c.observer.Synced(SyncOutcome{Worker: worker, Key: key, Result: result, Refusal: refusal, Err: err,
+			RequeueAfter: res.RequeueAfter, Duration: took})
 	}
 	return true
 }
@@ -411,9 +412,9 @@ func (c *Controller) processNextWorkItem(ctx context.Context, worker int) bool {
 // reconcileHandler is the one place where a sync's outcome becomes a queue
 // call and a reconcile-metric label, as in controller-runtime's
 // reconcileHandler. Forget resets the key's backoff; AddRateLimited retries
-// it after that backoff, which doubles per failure. It returns the label.
-func (c *Controller) reconcileHandler(ctx context.Context, key cache.ObjectName, res Result, err error) string {
-	var result string
+// it after that backoff, which doubles per failure. It returns the label,
+// and the Ready reason of a refused write (for the Observer).
+func (c *Controller) reconcileHandler(ctx context.Context, key cache.ObjectName, res Result, err error) (result, refusal string) {
 	var refused *refusalError
 	switch {
 	case err == nil && res.RequeueAfter > 0:
@@ -439,6 +440,7 @@ func (c *Controller) reconcileHandler(ctx context.Context, key cache.ObjectName,
 		klog.FromContext(ctx).V(1).Info("API server refused the write; retrying with backoff", "key", key, "reason", refused.reason, "err", err)
 		c.queue.AddRateLimited(key)
 		c.queue.AddAfter(key, c.conflictRecheck)
+		refusal = refused.reason
 	default:
 		result = metrics.ResultError
 		metrics.ReconcileErrors.WithLabelValues(Name).Inc()
@@ -446,7 +448,7 @@ func (c *Controller) reconcileHandler(ctx context.Context, key cache.ObjectName,
 		c.queue.AddRateLimited(key)
 	}
 	metrics.ReconcileTotal.WithLabelValues(Name, result).Inc()
-	return result
+	return result, refusal
 }
 
 // syncRecovering calls syncHandler and turns a panic into an error, so one bad

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
@@ -165,24 +164,4 @@ func (c *Controller) observe(informer Informer, typ EventType, initial bool, key
 	backfill := initial && d == DecisionEnqueued && c.order != nil
 	c.observer.Event(HandlerEvent{Informer: informer, Type: typ, InitialList: initial, Backfill: backfill,
 		Key: key, ResourceVersion: rv, Decision: d})
-}
-
-// observeSync reports a finished sync, naming the refusal if the API
-// server refused its write.
-func (c *Controller) observeSync(o SyncOutcome) {
-	if o.Err != nil {
-		o.Refusal = refusalReason(o.Err)
-	}
-	c.observer.Synced(o)
-}
-
-// refusalReason is the Ready reason of a refused write, "" for any other
-// error. Apart from observeSync so that a sync without an error does not
-// pay for the target errors.As needs on the heap.
-func refusalReason(err error) string {
-	var refused *refusalError
-	if errors.As(err, &refused) {
-		return refused.reason
-	}
-	return ""
 }
