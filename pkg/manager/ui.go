@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"crypto/tls"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,27 +62,13 @@ func (m *manager) serveUI(ctx context.Context) error {
 	return nil
 }
 
-// listenUI is listenMetrics for the UI's flag and address.
+// listenUI is listenMetrics for the UI's flag and address. Its
+// SubjectAccessReview asks for the path under UIAuthPrefix.
 func listenUI(ctx context.Context, cfg Config, kube kubernetes.Interface, h http.Handler) (*httpServer, error) {
-	if !cfg.MetricsSecure {
-		return listen(uiAddrFlag, cfg.UIAddr, h)
-	}
-	filter, err := metrics.AuthFilter(klog.FromContext(ctx).WithName("ui"), kube.AuthenticationV1(), kube.AuthorizationV1())
-	if err != nil {
-		return nil, err
-	}
-	s, err := listen(uiAddrFlag, cfg.UIAddr, underPrefix(UIAuthPrefix, filter(http.StripPrefix(UIAuthPrefix, h))))
-	if s == nil || err != nil {
-		return s, err
-	}
-	tlsConfig, err := metrics.ServingTLS(ctx, cfg.MetricsCertDir)
-	if err != nil {
-		s.stop()
-		return nil, err
-	}
-	s.ln = tls.NewListener(s.ln, tlsConfig)
-	s.name += " (https)"
-	return s, nil
+	return listenAuthorized(ctx, cfg, kube, uiAddrFlag, cfg.UIAddr, "ui", h,
+		func(filter func(http.Handler) http.Handler) http.Handler {
+			return underPrefix(UIAuthPrefix, filter(http.StripPrefix(UIAuthPrefix, h)))
+		})
 }
 
 // underPrefix hands next each request with prefix put before its path.

@@ -289,36 +289,9 @@ var (
 	decisionNames  = [numDecisions]string{string(controller.DecisionEnqueued), string(controller.DecisionEcho), string(controller.DecisionResync), string(controller.DecisionInvalid)}
 )
 
-func informerIndex(i controller.Informer) int {
-	switch i {
-	case controller.BooksInformer:
-		return 0
-	case controller.ConfigMapsInformer:
-		return 1
-	}
-	return 2
-}
-
-func eventTypeIndex(t controller.EventType) int {
-	switch t {
-	case controller.EventAdd:
-		return 0
-	case controller.EventUpdate:
-		return 1
-	case controller.EventDelete:
-		return 2
-	}
-	return 3
-}
-
-func decisionIndex(d controller.Decision) int {
-	switch d {
-	case controller.DecisionEnqueued:
-		return 0
-	case controller.DecisionEcho:
-		return 1
-	case controller.DecisionResync:
-		return 2
-	}
-	return 3
-}
+// informerIndex, eventTypeIndex and decisionIndex are the indexes of the
+// counters' dimensions; anything unknown counts as the last name (no
+// informer, a released event, an invalid object).
+func informerIndex(i controller.Informer) int   { return int(indexOf(informerNames[:], string(i))) }
+func eventTypeIndex(t controller.EventType) int { return int(indexOf(eventTypeNames[:], string(t))) }
+func decisionIndex(d controller.Decision) int   { return int(indexOf(decisionNames[:], string(d))) }
