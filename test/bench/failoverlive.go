@@ -54,6 +54,10 @@ func (e *env) failoverLivePhase(ctx context.Context, config string) (*Phase, *Li
 	titles := e.watchTitles(ctx, p.Namespace)
 	defer titles.stop()
 
+	before, err := e.versions(ctx, p.Namespace)
+	if err != nil {
+		return p, nil, err
+	}
 	if err := leader.Kill(); err != nil {
 		return p, nil, err
 	}
@@ -79,7 +83,8 @@ func (e *env) failoverLivePhase(ctx context.Context, config string) (*Phase, *Li
 		return p, nil, err
 	}
 	x.IdleSeconds = round(standby.start.Add(time.Duration(idle*float64(time.Second))).Sub(killed).Seconds(), 3)
-	return p, x, nil
+	x.UntouchedWritten, err = e.untouchedWritten(ctx, p.Namespace, before, edited)
+	return p, x, err
 }
 
 // leaderElected is a configuration with leader election on, its Lease in

@@ -74,6 +74,7 @@ type options struct {
 	preCreateConcy  int
 	shards          int
 	shardNamespaces int
+	liveConfigs     []string
 }
 
 func main() {
@@ -88,7 +89,7 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 0, "book-controller --workers, and the twin's --max-concurrent-reconciles in the same-workers and tuned runs; 0: book-controller's default")
 	flag.StringVar(&o.qps, "kube-api-qps", "", "book-controller --kube-api-qps (empty: its default)")
 	flag.StringVar(&o.burst, "kube-api-burst", "", "book-controller --kube-api-burst (empty: its default)")
-	flag.StringVar(&phases, "phases", "default", "comma-separated phases (or 'default', 'all'): "+strings.Join(allPhases, ","))
+	flag.StringVar(&phases, "phases", "default", "comma-separated phases (or 'default', 'all'; at -n 50000 and above 'default' is "+strings.Join(largePhases, ",")+"): "+strings.Join(allPhases, ","))
 	flag.Float64Var(&o.maxBusy, "max-busy", 0.6, "before each phase, wait (up to 2 min) until the machine's other work uses fewer than this many cores")
 	flag.Float64Var(&o.maxLoad, "max-load", 1.5, "before starting, wait (up to 5 min) until the 1-minute load average is below this")
 	flag.DurationVar(&o.timeout, "phase-timeout", 0, "give up on a phase after this long (default 60s + N/20 s)")
@@ -110,6 +111,17 @@ func main() {
 				return fmt.Errorf("unknown capacity search %q; known: ceiling, ours, twin-tuned", c)
 			}
 			o.capacityConfigs = append(o.capacityConfigs, c)
+		}
+		return nil
+	})
+	o.liveConfigs = restartLiveConfigs
+	flag.Func("live-configs", "comma-separated configurations of restart-live and failover-live (default "+strings.Join(restartLiveConfigs, ",")+")", func(v string) error {
+		o.liveConfigs = nil
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.TrimSpace(c); !slices.Contains(restartLiveConfigs, c) {
+				return fmt.Errorf("unknown configuration %q; known: %s", c, strings.Join(restartLiveConfigs, ", "))
+			}
+			o.liveConfigs = append(o.liveConfigs, c)
 		}
 		return nil
 	})
@@ -158,7 +170,7 @@ func (o *options) finish(phases, ceilingC string) error {
 		o.ceilingC = append(o.ceilingC, c)
 	}
 	var err error
-	if o.phases, err = selectPhases(phases); err != nil {
+	if o.phases, err = selectPhases(phases, o.n); err != nil {
 		return err
 	}
 	if o.out == "" {

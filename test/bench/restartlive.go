@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,8 +28,9 @@ const (
 	liveDelay = 200 * time.Millisecond
 )
 
-// restartLiveConfigs are the configurations the restart-live phase runs:
-// ours, ours in arrival order (--live-first=false), the tuned twin.
+// restartLiveConfigs are the configurations the restart-live and
+// failover-live phases can run (-live-configs, all by default): ours, ours
+// in arrival order (--live-first=false), the tuned twin.
 var restartLiveConfigs = []string{"ours", "ours-fifo", "twin-tuned"}
 
 // restartLivePhase converges N Books with the configuration (its backlog
@@ -53,6 +55,10 @@ func (e *env) restartLivePhase(ctx context.Context, config string) (*Phase, *Liv
 	defer books.stop()
 	titles := e.watchTitles(ctx, setup.Namespace)
 	defer titles.stop()
+	before, err := e.versions(ctx, setup.Namespace)
+	if err != nil {
+		return setup, nil, err
+	}
 
 	pr, err := e.startController(s, setup.Namespace, e.logName("restart-live-"+config))
 	if err != nil {
@@ -82,7 +88,8 @@ func (e *env) restartLivePhase(ctx context.Context, config string) (*Phase, *Liv
 	if x.IdleSeconds, err = e.waitIdle(ctx, pr, false); err != nil {
 		return setup, nil, err
 	}
-	return setup, x, nil
+	x.UntouchedWritten, err = e.untouchedWritten(ctx, setup.Namespace, before, edited)
+	return setup, x, err
 }
 
 // waitReadyz returns when the controller's /readyz first answered 200, or
@@ -314,4 +321,46 @@ func quantiles(ls []float64) (p50, p99 float64) {
 	slices.Sort(ls)
 	q := func(f float64) float64 { return round(ls[min(len(ls)-1, int(f*float64(len(ls))))], 1) }
 	return q(0.5), q(0.99)
+}
+
+// versions are the resourceVersions of a namespace's Books and managed
+// ConfigMaps, by kind and name.
+type versions map[string]string
+
+func (e *env) versions(ctx context.Context, ns string) (versions, error) {
+	out := versions{}
+	books, err := e.books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing Books: %w", err)
+	}
+	for _, b := range books.Items {
+		out["Book/"+b.Name] = b.ResourceVersion
+	}
+	cms, err := e.kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: controller.ManagedBySelector})
+	if err != nil {
+		return nil, fmt.Errorf("listing ConfigMaps: %w", err)
+	}
+	for _, cm := range cms.Items {
+		out["ConfigMap/"+cm.Name] = cm.ResourceVersion
+	}
+	return out, nil
+}
+
+// untouchedWritten counts the Books and ConfigMaps of before that the live
+// writer did not edit and whose resourceVersion changed since: writes the
+// restarted (or new) leader made to Books that were already converged,
+// which must be none.
+func (e *env) untouchedWritten(ctx context.Context, ns string, before versions, edited map[string]time.Time) (int, error) {
+	after, err := e.versions(ctx, ns)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for k, rv := range before {
+		_, name, _ := strings.Cut(k, "/")
+		if _, ok := edited[name]; !ok && after[k] != rv {
+			n++
+		}
+	}
+	return n, nil
 }
