@@ -160,8 +160,13 @@ type LiveRestart struct {
 	Controller string `json:"controller"`
 	Namespace  string `json:"namespace"`
 	N          int    `json:"n"`
-	NewBooks   int    `json:"newBooks"`
-	Edits      int    `json:"edits"`
+	// Run is the restart's place in its unit (0: first), whose
+	// configurations share the converged Books; Converged is how many
+	// Books were there (N, and the new Books of earlier runs).
+	Run       int `json:"run,omitempty"`
+	Converged int `json:"converged"`
+	NewBooks  int `json:"newBooks"`
+	Edits     int `json:"edits"`
 	// Failover: a warm standby took over from a SIGKILLed leader
 	// (failoverlive.go) rather than one process restarting.
 	Failover bool `json:"failover,omitempty"`

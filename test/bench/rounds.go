@@ -153,15 +153,21 @@ func (e *env) plan() []unit {
 	}
 	for _, live := range []struct {
 		phase string
-		run   func(context.Context, string) (*Phase, *LiveRestart, error)
-	}{{"restart-live", e.restartLivePhase}, {"failover-live", e.failoverLivePhase}} {
+		run   func(context.Context, []string) (*Phase, []*LiveRestart, error)
+	}{{"restart-live", e.restartLiveUnit}, {"failover-live", e.failoverLiveUnit}} {
 		if !sel[live.phase] {
 			continue
 		}
-		for _, config := range e.o.liveConfigs {
-			units = append(units, unit{live.phase + "-" + config, func(ctx context.Context, r *Round) ([]*Phase, error) {
-				p, x, err := live.run(ctx, config)
-				if x != nil {
+		for _, configs := range liveGroups(e.o.liveConfigs) {
+			units = append(units, unit{live.phase + "-" + strings.Join(configs, "-"), func(ctx context.Context, r *Round) ([]*Phase, error) {
+				// Which of a shared unit's configurations restarts first
+				// alternates over the rounds.
+				order := slices.Clone(configs)
+				if r.Index%2 == 0 {
+					slices.Reverse(order)
+				}
+				p, xs, err := live.run(ctx, order)
+				for _, x := range xs {
 					r.LiveRestarts = append(r.LiveRestarts, x)
 					logf("  %s: %s", live.phase, x.summary())
 				}
@@ -170,6 +176,24 @@ func (e *env) plan() []unit {
 		}
 	}
 	return units
+}
+
+// liveGroups groups the live configurations by binary: ours and ours-fifo
+// share one unit (and its N Books), the tuned twin has its own.
+func liveGroups(configs []string) [][]string {
+	var ours, out [][]string
+	var group []string
+	for _, c := range configs {
+		if c == "ours" || c == "ours-fifo" {
+			group = append(group, c)
+		} else {
+			out = append(out, []string{c})
+		}
+	}
+	if len(group) > 0 {
+		ours = [][]string{group}
+	}
+	return append(ours, out...)
 }
 
 // restart runs the restart phase over the Books p converged, into r: ours
