@@ -20,7 +20,7 @@
 #                            from hack/tools/containerd, built once per version
 #                            into _output/tools/containerd-<v>-cni-<v>/bin and
 #                            linked into the bin directory;
-#   node-helper              node-helper (registry, API proxy) and pause, from
+#   node-helper              node-helper (registry, forwarder) and pause, from
 #                            hack/tools/node; `go build` every time, which
 #                            takes a second when nothing changed.
 #

@@ -72,14 +72,16 @@ type Options struct {
 	// Node adds a real node, 127.0.0.1, on which pods run: kube-scheduler,
 	// containerd with Debian's runc, the kubelet, go-containerregistry's
 	// registry on RegistryAddr (the node pulls from it; its pause image
-	// too), and a bridge for the pods' network namespaces whose addresses
-	// are the pods' gateway and the kubernetes Service's ClusterIP, where
-	// the API proxy forwards to the API server. The controller manager also
-	// runs the deployment, replicaset, node-lifecycle and pod GC
-	// controllers, and the API server authorizes the kubelet with the Node
-	// authorizer. Needs root, cgroups and runc (hack/install-runc.sh);
-	// one node per machine. Stop kills every process in the node's cgroup,
-	// unmounts what it mounted and restores the host's sysctls and paths.
+	// too). containerd, the kubelet, the pods' bridge and the pods live in
+	// a network namespace of the node's own, NodeNetns; a forwarder joins
+	// it to the host's loopback (the API server, the registry, the
+	// kubelet's port), so the node sends nothing to any other address on
+	// the host. The controller manager also runs the deployment,
+	// replicaset, node-lifecycle and pod GC controllers, and the API server
+	// authorizes the kubelet with the Node authorizer. Needs root, cgroups
+	// and runc (hack/install-runc.sh); one node per machine. Stop kills
+	// every process in the node's cgroup, unmounts what it mounted, deletes
+	// the namespace and restores the host's sysctls and paths.
 	Node bool
 }
 
@@ -246,6 +248,7 @@ type component struct {
 	timeout time.Duration
 	started func(pid int) error // if set, called once the process runs
 	check   func(context.Context) error
+	netns   bool // start it inside the node's network namespace
 }
 
 // launch starts one process and waits until its check passes. The pid is
@@ -265,7 +268,7 @@ func (c *Cluster) launch(ctx context.Context, comp component) error {
 	if comp.bin == "" {
 		comp.bin = filepath.Join(c.st.BinDir, comp.name)
 	}
-	p, err := startProcess(comp.name, comp.bin, comp.args, c.path(logsDir, comp.name+".log"), c.st.Detached, extra)
+	p, err := c.spawn(comp, extra)
 	if err != nil {
 		return err
 	}
@@ -280,6 +283,23 @@ func (c *Cluster) launch(ctx context.Context, comp component) error {
 		}
 	}
 	return waitReady(ctx, p, comp.timeout, comp.check)
+}
+
+// spawn starts comp's process; with comp.netns, forked from a thread inside
+// the node's network namespace, which the process is born in.
+func (c *Cluster) spawn(comp component, extra io.Writer) (*process, error) {
+	var p *process
+	start := func() (err error) {
+		p, err = startProcess(comp.name, comp.bin, comp.args, c.path(logsDir, comp.name+".log"), c.st.Detached, extra)
+		return err
+	}
+	var err error
+	if comp.netns {
+		err = inNodeNetns(start)
+	} else {
+		err = start()
+	}
+	return p, err
 }
 
 // Attach finds a cluster that another process started in dir with
@@ -359,7 +379,7 @@ func (c *Cluster) BinDir() string { return c.st.BinDir }
 
 // Pids returns the pids of this cluster's processes that are still running,
 // keyed by Etcd, KubeAPIServer and KubeControllerManager, and with
-// Options.Node also KubeScheduler, Registry, APIProxy, Containerd and
+// Options.Node also KubeScheduler, Registry, Forwarder, Containerd and
 // Kubelet. An empty map means nothing runs.
 func (c *Cluster) Pids() map[string]int {
 	c.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"time"
@@ -22,8 +23,9 @@ const (
 	Kubelet       = "kubelet"
 	// Registry is go-containerregistry's registry on RegistryAddr.
 	Registry = "registry"
-	// APIProxy forwards the kubernetes Service's address to the API server.
-	APIProxy = "apiproxy"
+	// Forwarder joins the node's network namespace and the host's
+	// loopback (node-helper forward).
+	Forwarder = "forwarder"
 	// NodeBinaries asks EnsureBinaries for everything a node needs.
 	NodeBinaries = "node"
 	nodeHelper   = "node-helper"
@@ -53,12 +55,13 @@ const nodeStopGrace = 2 * time.Second
 
 // nodeCgroup is the cgroup, in every hierarchy, that holds containerd, the
 // kubelet, the shims and every pod (the kubelet's cgroupRoot). One node per
-// machine, like the registry's port and the bridge.
+// machine, like the registry's port and the network namespace.
 const nodeCgroup = "/localcluster-node"
 
-// Pod networking: the bridge the CNI bridge plugin attaches pods to, its
-// address (the pods' gateway) and the pod subnet. The kubernetes Service's
-// address goes on the bridge too, where the API proxy listens.
+// Pod networking, all inside the node's network namespace (NodeNetns): the
+// bridge the CNI bridge plugin attaches pods to, its address (the pods'
+// gateway) and the pod subnet. The kubernetes Service's address goes on the
+// bridge too, where the forwarder listens for the API server.
 const (
 	nodeBridge    = "lcnode0"
 	podGateway    = "10.244.0.1"
@@ -68,8 +71,17 @@ const (
 	podSubnetBits = 24
 )
 
+// NodeNetns is the name of the node's network namespace (ip netns list;
+// `ip netns exec lcnode ...` looks inside). One node per machine.
+const NodeNetns = "lcnode"
+
+// netnsDir is where ip netns keeps its namespaces' bind mounts.
+const netnsDir = "/run/netns"
+
+var nodeNetnsPath = netnsDir + "/" + NodeNetns
+
 // nodeStartOrder follows the control plane's startOrder.
-var nodeStartOrder = []string{KubeScheduler, Registry, APIProxy, Containerd, Kubelet}
+var nodeStartOrder = []string{KubeScheduler, Registry, Forwarder, Containerd, Kubelet}
 
 // nodeFiles are what hack/build-tools.sh node puts in the bin directory.
 var nodeFiles = []string{KubeScheduler, Kubelet, Containerd, "containerd-shim-runc-v2", nodeHelper, "pause", "cni/bridge", "cni/host-local", "cni/loopback"}
@@ -82,6 +94,9 @@ type nodeState struct {
 	SchedulerPort      int               `json:"schedulerPort"`
 	Sysctls            map[string]string `json:"sysctls,omitempty"`
 	CreatedPaths       []string          `json:"createdPaths,omitempty"`
+	// UnmountNetnsDir: /run/netns was no mount point before ip netns
+	// made it one.
+	UnmountNetnsDir bool `json:"unmountNetnsDir,omitempty"`
 }
 
 // names are the processes this cluster runs, in start order.
@@ -109,7 +124,7 @@ func (c *Cluster) startNode(ctx context.Context) error {
 	if err := c.writeNodeConfig(runc); err != nil {
 		return err
 	}
-	for _, start := range []func(context.Context) error{c.startScheduler, c.startRegistry, c.startAPIProxy, c.startContainerd, c.startKubelet, c.waitNodeReady} {
+	for _, start := range []func(context.Context) error{c.startScheduler, c.startRegistry, c.startForwarder, c.startContainerd, c.startKubelet, c.waitNodeReady} {
 		if err := start(ctx); err != nil {
 			return err
 		}
@@ -124,7 +139,7 @@ func (c *Cluster) prepareHost() error {
 	if pids := NodeCgroupPids(); len(pids) > 0 {
 		return fmt.Errorf("localcluster: another local node runs on this machine (pids %v in cgroup %s): stop it first (make cluster-down, or end the test that started it)", pids, nodeCgroup)
 	}
-	if err := deleteBridge(); err != nil {
+	if err := deleteNetns(false); err != nil {
 		return err
 	}
 	if err := removeCgroups(); err != nil {
@@ -139,7 +154,7 @@ func (c *Cluster) prepareHost() error {
 	if err := createCgroup("daemons"); err != nil {
 		return err
 	}
-	return createBridge()
+	return createNetns()
 }
 
 func (c *Cluster) helper(args ...string) (string, []string) {
@@ -154,23 +169,39 @@ func (c *Cluster) startRegistry(ctx context.Context) error {
 	}})
 }
 
-func (c *Cluster) startAPIProxy(ctx context.Context) error {
-	listen := net.JoinHostPort(apiServiceIP, fmt.Sprint(apiProxyPort))
-	bin, args := c.helper("apiproxy", "-listen", listen, "-to", fmt.Sprintf("127.0.0.1:%d", c.st.APIServerPort))
-	return c.launch(ctx, component{name: APIProxy, bin: bin, args: args, timeout: 30 * time.Second, check: func(ctx context.Context) error {
-		// A connection to the node's own bridge address: it never leaves
-		// the host.
-		conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", listen)
-		if err == nil {
+// startForwarder joins the node's network namespace to the host's
+// loopback: inside, the kubernetes Service's address (what pods dial,
+// KUBERNETES_SERVICE_HOST) and the API server's loopback port (the
+// kubelet's kubeconfig) lead to the API server, and 127.0.0.1:5000 to the
+// registry; on the host, the kubelet's port leads to the kubelet (the API
+// server's logs, exec and port-forward through node 127.0.0.1).
+func (c *Cluster) startForwarder(ctx context.Context) error {
+	api := fmt.Sprintf("127.0.0.1:%d", c.st.APIServerPort)
+	kubelet := fmt.Sprintf("127.0.0.1:%d", c.st.Node.KubeletPort)
+	service := net.JoinHostPort(apiServiceIP, fmt.Sprint(apiProxyPort))
+	bin, args := c.helper("forward", "-netns", nodeNetnsPath,
+		"-in", service+"="+api, "-in", api+"="+api, "-in", RegistryAddr+"="+RegistryAddr,
+		"-out", kubelet+"="+kubelet)
+	return c.launch(ctx, component{name: Forwarder, bin: bin, args: args, timeout: 30 * time.Second, check: func(ctx context.Context) error {
+		// Both ends of one route each way; the listeners are all made
+		// before any accepts, so these two mean all of them are there.
+		for _, dial := range []func() (net.Conn, error){
+			func() (net.Conn, error) { return DialNode(ctx, "tcp", service) },
+			func() (net.Conn, error) { return (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", kubelet) },
+		} {
+			conn, err := dial()
+			if err != nil {
+				return err
+			}
 			conn.Close()
 		}
-		return err
+		return nil
 	}})
 }
 
 func (c *Cluster) startContainerd(ctx context.Context) error {
 	return c.launch(ctx, component{
-		name: Containerd, args: []string{"--config", c.nodePath("containerd", "config.toml")}, timeout: 60 * time.Second,
+		name: Containerd, args: []string{"--config", c.nodePath("containerd", "config.toml")}, timeout: 60 * time.Second, netns: true,
 		started: func(pid int) error { return joinCgroup("daemons", pid) },
 		check: func(ctx context.Context) error {
 			conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "unix", c.containerdSocket())
@@ -190,11 +221,10 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 		"--hostname-override=" + nodeName,
 	}
 	return c.launch(ctx, component{
-		name: Kubelet, args: args, timeout: 60 * time.Second,
+		name: Kubelet, args: args, timeout: 60 * time.Second, netns: true,
 		started: func(pid int) error { return joinCgroup("daemons", pid) },
 		check: func(ctx context.Context) error {
-			_, err := get(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", c.st.Node.KubeletHealthzPort), "")
-			return err
+			return nodeHealthz(ctx, fmt.Sprintf("127.0.0.1:%d", c.st.Node.KubeletHealthzPort))
 		},
 	})
 }
@@ -230,7 +260,9 @@ func (c *Cluster) waitNodeReady(ctx context.Context) error {
 
 // stopNode stops the kubelet and containerd, kills what is left in the
 // node's cgroups (shims, pods), unmounts what they mounted, and gives the
-// host back its bridge-less network, cgroups, sysctls and paths.
+// host back its network (no namespace of the node's), cgroups, sysctls and
+// paths. The forwarder, stopped after this, holds the last sockets in the
+// namespace; it is gone with them.
 func (c *Cluster) stopNode() error {
 	if c.st.Node == nil {
 		return nil
@@ -245,8 +277,26 @@ func (c *Cluster) stopNode() error {
 	}
 	errs = append(errs, killCgroups(10*time.Second))
 	errs = append(errs, unmountUnder(c.nodePath()))
-	errs = append(errs, deleteBridge())
+	errs = append(errs, deleteNetns(c.st.Node.UnmountNetnsDir))
 	errs = append(errs, removeCgroups())
 	errs = append(errs, c.st.Node.restoreHost(c.dir))
 	return errors.Join(errs...)
+}
+
+// nodeHealthz GETs http://addr/healthz inside the node's network namespace.
+func nodeHealthz(ctx context.Context, addr string) error {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: DialNode, DisableKeepAlives: true}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("kubelet healthz: %s", resp.Status)
+	}
+	return nil
 }

@@ -19,7 +19,7 @@ import (
 
 // What the node changes on the host, and how Stop puts it back. The kubelet
 // and containerd are root daemons written for a machine of their own; the
-// node keeps them in its own cgroup, directories, bridge and addresses, and
+// node keeps them in its own cgroup, directories and network namespace, and
 // records what it could not keep them off (sysctls, a few fixed paths) so
 // that Stop restores it.
 
@@ -38,6 +38,7 @@ var kubeletSysctls = []string{
 var hostPaths = []string{
 	"/var/log/containers", "/run/containerd", "/var/lib/cni", "/var/lib/kubelet", "/var/log/pods",
 	"/opt/containerd", "/opt/cni", "/etc/cni", "/var/run/nri", "/usr/libexec/kubernetes", "/etc/kubernetes",
+	netnsDir,
 }
 
 // saveHost records what Stop must restore, before anything changes it.
@@ -50,6 +51,7 @@ func (n *nodeState) saveHost() error {
 		}
 		n.Sysctls[key] = strings.TrimSpace(string(b))
 	}
+	n.UnmountNetnsDir = !isMountPoint(netnsDir)
 	n.CreatedPaths = nil
 	for _, p := range hostPaths {
 		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
@@ -286,39 +288,6 @@ func ip(args ...string) error {
 		return fmt.Errorf("localcluster: ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
-}
-
-// createBridge creates the pods' bridge with the gateway's address and the
-// kubernetes Service's, before the CNI plugin would create it without the
-// latter. The bridge plugin is told isGateway: false, so it neither
-// re-addresses the bridge nor turns on IP forwarding: pods reach the
-// bridge's own addresses and each other, and nothing beyond the machine.
-func createBridge() error {
-	if err := ip("link", "add", "name", nodeBridge, "type", "bridge"); err != nil {
-		return err
-	}
-	for _, a := range []string{fmt.Sprintf("%s/%d", podGateway, podSubnetBits), apiServiceIP + "/32"} {
-		if err := ip("addr", "add", a, "dev", nodeBridge); err != nil {
-			return err
-		}
-	}
-	return ip("link", "set", nodeBridge, "up")
-}
-
-// deleteBridge removes the bridge; the pods' veth ends went with their
-// network namespaces.
-func deleteBridge() error {
-	if _, err := os.Stat("/sys/class/net/" + nodeBridge); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	return ip("link", "del", nodeBridge)
-}
-
-// BridgeExists reports whether the node's pod bridge is there; false once
-// Stop has cleaned up.
-func BridgeExists() bool {
-	_, err := os.Stat("/sys/class/net/" + nodeBridge)
-	return err == nil
 }
 
 // ContainerPids returns the pids of a container the node runs, from its

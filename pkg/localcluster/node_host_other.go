@@ -3,7 +3,9 @@
 package localcluster
 
 import (
+	"context"
 	"errors"
+	"net"
 	"time"
 )
 
@@ -15,8 +17,9 @@ func (n *nodeState) saveHost() error          { return errNodeNeedsLinux }
 func (n *nodeState) restoreHost(string) error { return nil }
 func createCgroup(string) error               { return errNodeNeedsLinux }
 func joinCgroup(string, int) error            { return errNodeNeedsLinux }
-func createBridge() error                     { return errNodeNeedsLinux }
-func deleteBridge() error                     { return nil }
+func createNetns() error                      { return errNodeNeedsLinux }
+func deleteNetns(bool) error                  { return nil }
+func inNodeNetns(func() error) error          { return errNodeNeedsLinux }
 func removeCgroups() error                    { return nil }
 func killCgroups(time.Duration) error         { return nil }
 func unmountUnder(string) error               { return nil }
@@ -26,6 +29,12 @@ func NodeCgroupPids() []int { return nil }
 
 // MountsUnder is empty: no node runs on this system.
 func MountsUnder(string) []string { return nil }
+
+// NodeNetnsExists is false: no node runs on this system.
+func NodeNetnsExists() bool { return false }
+
+// DialNode fails: no node runs on this system.
+func DialNode(context.Context, string, string) (net.Conn, error) { return nil, errNodeNeedsLinux }
 
 // BridgeExists is false: no node runs on this system.
 func BridgeExists() bool { return false }

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,12 +19,15 @@ import (
 
 // hostResidue is what a node leaves on the host if Stop does not clean up:
 // processes in its cgroups, its cgroup directories, mounts under its data
-// directory, network namespaces and its bridge.
+// directory, network namespaces (its own, lcnode, and the pods') and its
+// bridge, which must never be on the host's network at all.
 type hostResidue struct {
 	pids       []int
 	cgroups    []string
 	mounts     []string
 	netns      int
+	nodeNetns  bool
+	netnsMount bool
 	bridge     bool
 	extraLinks []string
 }
@@ -42,6 +46,8 @@ func residue(dir string) hostResidue {
 		cgroups:    cgroups,
 		mounts:     localcluster.MountsUnder(dir),
 		netns:      countNetNamespaces(),
+		nodeNetns:  localcluster.NodeNetnsExists(),
+		netnsMount: len(localcluster.MountsUnder("/run/netns")) > 0,
 		bridge:     localcluster.BridgeExists(),
 		extraLinks: ours,
 	}
@@ -78,8 +84,14 @@ func checkClean(t *testing.T, dir string, before hostResidue) {
 	if after.netns > before.netns {
 		t.Errorf("%d network namespaces after, %d before", after.netns, before.netns)
 	}
+	if after.nodeNetns {
+		t.Errorf("the node's network namespace %s is still there (ip netns list)", localcluster.NodeNetns)
+	}
+	if after.netnsMount && !before.netnsMount {
+		t.Error("/run/netns is still a mount point (ip netns made it one for the node)")
+	}
 	if after.bridge {
-		t.Error("the node's bridge is still there")
+		t.Error("the node's bridge is on the host's network")
 	}
 	if len(after.extraLinks) > 0 {
 		t.Errorf("the kubelet's log links left in /var/log/containers: %v", after.extraLinks)
@@ -129,6 +141,41 @@ func TestClusterUpNodeAndDown(t *testing.T) {
 	if len(localcluster.NodeCgroupPids()) == 0 {
 		t.Error("no process in the node's cgroups while it runs")
 	}
+	checkNetns(t, c)
 	script("down")
 	checkClean(t, dir, before)
+}
+
+// checkNetns checks where the node's network lives while it runs: the
+// kubelet and containerd in the node's own network namespace, not the
+// host's; the pods' bridge there and not on the host.
+func checkNetns(t *testing.T, c *localcluster.Cluster) {
+	t.Helper()
+	if !localcluster.NodeNetnsExists() {
+		t.Errorf("no network namespace %s while the node runs", localcluster.NodeNetns)
+	}
+	if localcluster.BridgeExists() {
+		t.Error("the pods' bridge is on the host's network; it belongs in the node's namespace")
+	}
+	host, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeNS, err := os.Stat("/run/netns/" + localcluster.NodeNetns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{localcluster.Kubelet, localcluster.Containerd} {
+		pid := c.Pids()[name]
+		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+		st, serr := os.Stat(fmt.Sprintf("/proc/%d/ns/net", pid))
+		switch {
+		case err != nil || serr != nil:
+			t.Errorf("%s (pid %d): %v %v", name, pid, err, serr)
+		case ns == host:
+			t.Errorf("%s (pid %d) runs in the host's network namespace %s", name, pid, ns)
+		case !os.SameFile(st, nodeNS):
+			t.Errorf("%s (pid %d) runs in network namespace %s, not %s", name, pid, ns, localcluster.NodeNetns)
+		}
+	}
 }

@@ -10,7 +10,10 @@ go 1.26.0
 
 godebug default=go1.26
 
-require github.com/google/go-containerregistry v0.22.1
+require (
+	github.com/google/go-containerregistry v0.22.1
+	golang.org/x/sys v0.47.0
+)
 
 require (
 	github.com/docker/cli v29.7.2+incompatible // indirect
@@ -20,6 +23,5 @@ require (
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
 )

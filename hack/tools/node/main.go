@@ -3,7 +3,7 @@
 // Options.Node):
 //
 //	node-helper registry -addr 127.0.0.1:5000 -pause-binary BIN [-pause-ref localhost:5000/pause:3.10]
-//	node-helper apiproxy -listen 10.0.0.1:443 -to 127.0.0.1:PORT
+//	node-helper forward -netns /run/netns/lcnode -in LISTEN=TO... -out LISTEN=TO...
 //
 // registry is go-containerregistry's registry (the one make test-image
 // pushes to), in memory, on loopback: `make image-push
@@ -11,10 +11,13 @@
 // it. It first serves the pod sandbox image, built from BIN (hack/tools/node/pause),
 // because the node cannot pull registry.k8s.io/pause.
 //
-// apiproxy forwards TCP connections from the kubernetes Service's address,
-// which the node puts on its pod bridge, to the API server on loopback, so
-// that a pod's in-cluster configuration (KUBERNETES_SERVICE_HOST) reaches
-// it without kube-proxy.
+// forward joins the node's network namespace, where containerd, the
+// kubelet and the pods live, to the host's loopback, with no veth between
+// them: -in listens inside the namespace (the kubernetes Service's address
+// on the pods' bridge, the API server's and the registry's loopback ports)
+// and forwards to the host's 127.0.0.1; -out listens on the host's
+// 127.0.0.1 (the kubelet's port, for the API server's logs, exec and
+// port-forward) and forwards into the namespace. TCP only, TLS end to end.
 package main
 
 import (
@@ -35,7 +38,7 @@ func main() {
 	}
 }
 
-const usage = "usage: node-helper registry [flags] | node-helper apiproxy -listen ADDR -to ADDR (-h for the flags)"
+const usage = "usage: node-helper registry [flags] | node-helper forward -netns FILE -in LISTEN=TO -out LISTEN=TO (-h for the flags)"
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
@@ -44,8 +47,8 @@ func run(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "registry":
 		return runRegistry(ctx, args[1:])
-	case "apiproxy":
-		return runAPIProxy(ctx, args[1:])
+	case "forward":
+		return runForward(ctx, args[1:])
 	default:
 		return fmt.Errorf("unknown command %q; %s", args[0], usage)
 	}
