@@ -268,7 +268,7 @@ func (c *Cluster) launch(ctx context.Context, comp component) error {
 	if comp.bin == "" {
 		comp.bin = filepath.Join(c.st.BinDir, comp.name)
 	}
-	p, err := c.spawn(comp, extra)
+	p, err := startProcess(comp.name, comp.bin, comp.args, c.path(logsDir, comp.name+".log"), c.st.Detached, comp.netns, extra)
 	if err != nil {
 		return err
 	}
@@ -283,23 +283,6 @@ func (c *Cluster) launch(ctx context.Context, comp component) error {
 		}
 	}
 	return waitReady(ctx, p, comp.timeout, comp.check)
-}
-
-// spawn starts comp's process; with comp.netns, forked from a thread inside
-// the node's network namespace, which the process is born in.
-func (c *Cluster) spawn(comp component, extra io.Writer) (*process, error) {
-	var p *process
-	start := func() (err error) {
-		p, err = startProcess(comp.name, comp.bin, comp.args, c.path(logsDir, comp.name+".log"), c.st.Detached, extra)
-		return err
-	}
-	var err error
-	if comp.netns {
-		err = inNodeNetns(start)
-	} else {
-		err = start()
-	}
-	return p, err
 }
 
 // Attach finds a cluster that another process started in dir with

@@ -19,7 +19,6 @@ func createCgroup(string) error               { return errNodeNeedsLinux }
 func joinCgroup(string, int) error            { return errNodeNeedsLinux }
 func createNetns() error                      { return errNodeNeedsLinux }
 func deleteNetns(bool) error                  { return nil }
-func inNodeNetns(func() error) error          { return errNodeNeedsLinux }
 func removeCgroups() error                    { return nil }
 func killCgroups(time.Duration) error         { return nil }
 func unmountUnder(string) error               { return nil }

@@ -28,33 +28,46 @@ import (
 // locked and the runtime ends it with the goroutine, so nothing else ever
 // runs in the wrong namespace.
 func inNodeNetns(f func() error) error {
-	ns, err := os.Open(nodeNetnsPath)
-	if err != nil {
-		return fmt.Errorf("localcluster: the node's network namespace: %w", err)
-	}
-	defer ns.Close()
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		self, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-		if err != nil {
-			errc <- err
-			return
+		back, err := enterNodeNetns(f)
+		if back {
+			runtime.UnlockOSThread()
 		}
-		defer self.Close()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("localcluster: entering network namespace %s: %w", NodeNetns, err)
-			return
-		}
-		ferr := f()
-		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("localcluster: leaving network namespace %s: %w", NodeNetns, err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
+		errc <- err
 	}()
 	return <-errc
+}
+
+// inNodeNetnsLocked is inNodeNetns on the calling goroutine's thread, which
+// is locked to it for good (the forker's).
+func inNodeNetnsLocked(f func() error) error {
+	_, err := enterNodeNetns(f)
+	return err
+}
+
+// enterNodeNetns runs f with the current, locked thread in the node's
+// network namespace, and reports whether the thread is back in its own.
+func enterNodeNetns(f func() error) (back bool, err error) {
+	ns, err := os.Open(nodeNetnsPath)
+	if err != nil {
+		return true, fmt.Errorf("localcluster: the node's network namespace: %w", err)
+	}
+	defer ns.Close()
+	self, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+	if err != nil {
+		return true, err
+	}
+	defer self.Close()
+	if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+		return true, fmt.Errorf("localcluster: entering network namespace %s: %w", NodeNetns, err)
+	}
+	ferr := f()
+	if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
+		return false, errors.Join(ferr, fmt.Errorf("localcluster: leaving network namespace %s: %w", NodeNetns, err))
+	}
+	return true, ferr
 }
 
 // DialNode connects to addr inside the node's network namespace: a pod's

@@ -51,6 +51,7 @@ func TestController(t *testing.T) {
 		env.Teardown()
 		checkClean(t, dir, before)
 	})
+	checkNetns(t, env.Cluster)
 	// The lesson's commands, as it types them (one platform: the node's).
 	run(t, "make", "image", "image-push", "IMG="+image, "IMAGE_PLATFORMS=linux/amd64")
 	run(t, "make", "install")
