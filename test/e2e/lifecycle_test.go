@@ -212,6 +212,14 @@ func maxOf(v []float64) float64 {
 }
 
 func testOOM(t *testing.T) {
+	// The manifests request 10m CPU, a cgroup weight of about 1% of any
+	// process outside the node: on a 2-core machine that others load
+	// heavily, the burst of 10,000 Books then starves the replicas until
+	// the leader misses its renew deadline and exits, and the phase
+	// measures crash-loop back-off instead of memory. This phase is about
+	// memory; it gives the pods the CPU weight and quota of a real
+	// deployment's, and every memory figure and limit below is unchanged.
+	kubectl(t, "set", "resources", "-n", systemNS, "deployment/"+deployName, "--requests=cpu=500m", "--limits=cpu=1")
 	m0 := residentSet(t)
 	ns := env.Namespace(t)
 	const n = 10000
