@@ -286,17 +286,6 @@ func (c *Cluster) stopNode() error {
 // nodeHealthz GETs http://addr/healthz inside the node's network namespace.
 func nodeHealthz(ctx context.Context, addr string) error {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: DialNode, DisableKeepAlives: true}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("kubelet healthz: %s", resp.Status)
-	}
-	return nil
+	_, err := getWith(ctx, client, "http://"+addr+"/healthz", "")
+	return err
 }

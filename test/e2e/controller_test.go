@@ -4,12 +4,9 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -260,25 +257,7 @@ func testMetrics(t *testing.T) {
 // The certificate is the pod's self-signed one, so it is not verified; the
 // token is what is under test.
 func podGet(addr, path, token string) (int, string, error) {
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext:     localcluster.DialNode,
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the pod's self-signed metrics certificate
-	}}
-	defer client.CloseIdleConnections()
-	req, err := http.NewRequest(http.MethodGet, "https://"+addr+path, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
+	return framework.HTTPSGetVia(localcluster.DialNode, addr, path, token, nil)
 }
 
 func testLogs(t *testing.T) {
