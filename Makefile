@@ -23,6 +23,8 @@ IMAGE_SOURCE ?= https://ydzs.io/book-controller
 IMAGE_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 IMAGE_REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# The platforms `make image` builds; make test-e2e builds only the node's.
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 # What deploy applies: manifests/ (everything, CRD included) or
 # manifests/overlays/namespaced (one namespace, no cluster-wide rights).
 MANIFESTS ?= manifests
@@ -63,6 +65,9 @@ verify: ## Fail if generated code is stale, code is not gofmt'ed or go vet compl
 	cd $(TWIN_DIR) && CGO_ENABLED=0 go vet -trimpath $(GO_BUILD_FLAGS) ./... && go mod tidy -diff
 	cd hack/tools/image && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff
 	cd hack/tools/promtool && GOWORK=off go vet ./...
+	cd hack/tools/node && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff
+	cd hack/tools/containerd && GOWORK=off go mod tidy -diff
+	CGO_ENABLED=0 go vet -trimpath -tags e2e,grpcnotrace ./test/e2e/
 
 # Every build of our binaries uses these flags (so do hack/demo.sh,
 # hack/local-up.sh and test/integration/framework's BuildController and
@@ -102,21 +107,25 @@ uninstall: ## Remove the Book CRD (and with it every Book) from the cluster.
 
 ##@ Local cluster and demo
 
+# NODE=1: cluster-up and demo add a node that runs pods (containerd, kubelet,
+# kube-scheduler, a registry on localhost:5000); see docs/node.md.
+NODE ?=
+
 .PHONY: cluster-up
-cluster-up: ## Start etcd, kube-apiserver and kube-controller-manager on loopback.
-	hack/local-up.sh up
+cluster-up: ## Start etcd, kube-apiserver and kube-controller-manager on loopback; NODE=1 adds a node that runs pods.
+	hack/local-up.sh up $(if $(filter 1,$(NODE)),--node)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the local cluster started by cluster-up and delete its data.
 	hack/local-up.sh down
 
 .PHONY: demo
-demo: ## The whole thing: cluster (unless $KUBECONFIG), CRD, controller, example Books.
-	hack/demo.sh up
+demo: ## The whole thing: cluster (unless $KUBECONFIG), CRD, controller, example Books; NODE=1: image, registry, make deploy onto a local node.
+	NODE='$(NODE)' hack/demo.sh up
 
 .PHONY: demo-down
 demo-down: ## Stop what `make demo` started.
-	hack/demo.sh down
+	NODE='$(NODE)' hack/demo.sh down
 
 ##@ controller-runtime twin
 
@@ -145,7 +154,7 @@ parity: tools ## Run this controller and the twin through the same scenarios and
 .PHONY: image
 image: ## Build the image for linux/amd64 and linux/arm64 without Docker: OCI layout and docker tarballs in _output/image/.
 	cd hack/tools/image && GOWORK=off go run . build -repo "$(CURDIR)" -out "$(abspath $(IMAGE_DIR))" -tag '$(IMG)' \
-	  -source '$(IMAGE_SOURCE)' -version '$(IMAGE_VERSION)' -revision '$(IMAGE_REVISION)' -created '$(SOURCE_DATE_EPOCH)'
+	  -source '$(IMAGE_SOURCE)' -version '$(IMAGE_VERSION)' -revision '$(IMAGE_REVISION)' -created '$(SOURCE_DATE_EPOCH)' -platforms '$(IMAGE_PLATFORMS)'
 
 .PHONY: image-push
 image-push: ## Build the image and push it to IMG= (no Docker; credentials from ~/.docker/config.json).
@@ -198,6 +207,14 @@ SHARD_ROUNDS ?= 1
 bench-shards: tools ## One replica vs SHARDS replicas with --shards (SHARD_N=30000 Books over 30 namespaces): peak RSS, Books/s, CPU per Book, Books per shard; writes docs/bench/shards-*.
 	cd test/bench && go run . -shards $(SHARDS) -n $(SHARD_N) -rounds $(SHARD_ROUNDS) -out $(abspath docs/bench) \
 	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
+
+##@ End to end (a real node)
+
+.PHONY: test-e2e
+test-e2e: ## Build the image, push it to a registry on localhost:5000, deploy it on a real local node and check it in its pods (root; installs runc; minutes).
+	hack/install-runc.sh
+	hack/build-tools.sh etcd kube-apiserver kube-controller-manager kubectl node >/dev/null
+	CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags e2e,grpcnotrace -count=1 -timeout 45m $(TESTFLAGS) ./test/e2e/
 
 ##@ Chaos
 

@@ -8,6 +8,12 @@
 #                      started it (not if it was already running, as after
 #                      `make cluster-up`), else delete the example Books it
 #                      applied.
+#   NODE=1 hack/demo.sh up    the deploy path instead, on a local cluster with
+#                      a node (make cluster-up NODE=1): make image image-push
+#                      to the registry on localhost:5000, make install, make
+#                      deploy, the example Books; the controller runs in pods.
+#   NODE=1 hack/demo.sh down  make undeploy; stop the local cluster if `up`
+#                      started it.
 #
 # The talking to the cluster is done by hack/demo (Go), not kubectl: kubectl
 # is only for poking at the cluster afterwards, so on a first run it is built
@@ -69,7 +75,56 @@ kubectl_for_user() { # <tools bin dir>
   # kubectl is being built in the background: ready once ${KUBECTL_LOG#"$ROOT"/} says \"built kubectl\""
 }
 
+# up_node: the lesson's deploy path on the local node; the image is built for
+# the node's platform only (make image alone builds both).
+up_node() {
+  local start=$SECONDS img="localhost:5000/book-controller:dev" was_running=false
+  [[ -z "${KUBECONFIG:-}" || "$KUBECONFIG" == "$LOCAL_KUBECONFIG" ]] ||
+    die "NODE=1 runs the controller on the local node; unset KUBECONFIG (it names $KUBECONFIG)"
+  mkdir -p "$DEMO_DIR" "$BIN_DIR"
+  say "Local control plane and a node: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd, kubelet, a registry on localhost:5000"
+  hack/local-up.sh status >/dev/null 2>&1 && was_running=true
+  hack/local-up.sh up --node
+  "$was_running" || touch "$STARTED_CLUSTER"
+  export KUBECONFIG="$LOCAL_KUBECONFIG"
+  # image-push builds the image first (make image), then pushes it.
+  say "make image-push IMG=$img (no Docker: go-containerregistry)"
+  make --no-print-directory image-push IMG="$img" IMAGE_PLATFORMS="linux/$(go env GOARCH)"
+  say "make install"
+  make --no-print-directory install
+  say "make deploy IMG=$img"
+  make --no-print-directory deploy IMG="$img"
+  local kubectl
+  kubectl="$(hack/build-tools.sh kubectl | tail -n1)/kubectl"
+  "$kubectl" -n book-controller-system rollout status deployment/book-controller --timeout=180s
+  go_build demo ./hack/demo
+  "$BIN_DIR/demo" -kubeconfig "$KUBECONFIG" examples || {
+    "$kubectl" -n book-controller-system logs deployment/book-controller --tail=20 >&2 || true
+    die "the Books did not get Ready; the controller's log ends as above"
+  }
+  touch "$DEMO_DIR/node"
+  say "Every Book Ready $((SECONDS - start)) s after make demo NODE=1 started; the controller runs in two pods"
+  cat <<MSG
+
+The controller runs in the cluster, as the lesson deploys it. Poke at it:
+  export KUBECONFIG=$KUBECONFIG
+  alias kubectl=$kubectl
+  kubectl get nodes -o wide                            # node 127.0.0.1: containerd, runc
+  kubectl -n book-controller-system get pods -o wide   # two replicas; one holds the Lease
+  kubectl -n book-controller-system get lease book-controller
+  kubectl -n book-controller-system logs deployment/book-controller
+  kubectl get books
+  kubectl -n book-controller-system rollout restart deployment/book-controller   # the Lease moves to a new pod
+  make image-push IMG=${img}2 && make deploy IMG=${img}2   # a new build: a new tag (a pushed-again tag is not pulled again)
+Stop everything with: make demo-down NODE=1
+MSG
+}
+
 up() {
+  if [[ "${NODE:-}" == 1 ]]; then
+    up_node
+    return
+  fi
   mkdir -p "$DEMO_DIR" "$BIN_DIR"
   local start=$SECONDS kubectl kubectl_note="" builds
   if [[ -n "${KUBECONFIG:-}" && "$KUBECONFIG" != "$LOCAL_KUBECONFIG" ]]; then
@@ -156,6 +211,11 @@ down() {
     kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
   fi
   rm -f "$PID_FILE"
+  if [[ -f "$DEMO_DIR/node" && -f "$LOCAL_KUBECONFIG" && ! -f "$STARTED_CLUSTER" ]]; then
+    say "make undeploy (the CRD and every Book go too)"
+    KUBECONFIG="$LOCAL_KUBECONFIG" make --no-print-directory undeploy || true
+  fi
+  rm -f "$DEMO_DIR/node"
   if [[ -f "$STARTED_CLUSTER" ]]; then
     say "Stopping the local cluster"
     hack/local-up.sh down

@@ -5,7 +5,10 @@
 //
 // Usage:
 //
-//	local-cluster [-dir DIR] [-bin-dir DIR] up|down|status|apiserver-stop|apiserver-start
+//	local-cluster [-dir DIR] [-bin-dir DIR] [-node] up|down|status|apiserver-stop|apiserver-start
+//
+// -node adds a real node (containerd, kubelet, kube-scheduler, a registry
+// on localhost:5000): see pkg/localcluster Options.Node.
 //
 // apiserver-stop kills kube-apiserver as a crash would, and apiserver-start
 // starts it again on the same port and data: to watch a controller's
@@ -40,6 +43,7 @@ func main() {
 	binDir := flag.String("bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager; default: build them with hack/build-tools.sh")
 	repoRoot := flag.String("repo-root", ".", "repository root, for hack/build-tools.sh when -bin-dir is empty")
 	sharded := flag.Bool("sharded-list-and-watch", true, "enable kube-apiserver's alpha ShardedListAndWatch feature gate, which book-controller --shards needs")
+	node := flag.Bool("node", false, "add a node that runs pods: kube-scheduler, containerd, kubelet, a registry on "+localcluster.RegistryHost+" (needs root and runc)")
 	timeout := flag.Duration("timeout", 15*time.Minute, "how long up may take, including a cold build of the binaries")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] up|down|status|apiserver-stop|apiserver-start\n", filepath.Base(os.Args[0]))
@@ -58,7 +62,7 @@ func main() {
 	case "up":
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 		defer cancel()
-		err = up(ctx, abs, *binDir, *repoRoot, *sharded)
+		err = up(ctx, abs, *binDir, *repoRoot, localcluster.Options{ShardedListAndWatch: *sharded, Node: *node})
 	case "down":
 		err = down(abs)
 	case "status":
@@ -81,10 +85,13 @@ func fail(err error) {
 	os.Exit(exitFailed)
 }
 
-func up(ctx context.Context, dir, binDir, repoRoot string, sharded bool) error {
+func up(ctx context.Context, dir, binDir, repoRoot string, opts localcluster.Options) error {
 	if c, err := localcluster.Attach(dir); err == nil {
 		switch pids := c.Pids(); len(pids) {
-		case 3:
+		case len(c.Components()):
+			if hasNode := pids[localcluster.Kubelet] != 0; hasNode != opts.Node {
+				return fmt.Errorf("local cluster already running in %s, with node: %v; run hack/local-up.sh down first to start one with node: %v", dir, hasNode, opts.Node)
+			}
 			fmt.Printf("local cluster already running in %s (%s)\n", dir, describe(pids))
 			printUsage(c)
 			return nil
@@ -99,13 +106,21 @@ func up(ctx context.Context, dir, binDir, repoRoot string, sharded bool) error {
 		return err
 	}
 	if binDir == "" {
+		names := []string{localcluster.Etcd, localcluster.KubeAPIServer, localcluster.KubeControllerManager}
+		if opts.Node {
+			names = append(names, localcluster.NodeBinaries)
+		}
 		var err error
-		if binDir, err = localcluster.EnsureBinaries(ctx, repoRoot); err != nil {
+		if binDir, err = localcluster.EnsureBinaries(ctx, repoRoot, names...); err != nil {
 			return err
 		}
 	}
 	start := time.Now()
-	c, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, BinDir: binDir, Detached: true, ShardedListAndWatch: sharded})
+	opts.Dir, opts.BinDir, opts.Detached = dir, binDir, true
+	if opts.Node {
+		fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, then the node: kube-scheduler, registry, containerd, kubelet")
+	}
+	c, err := localcluster.Start(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -123,10 +138,17 @@ func printUsage(c *localcluster.Cluster) {
 	fmt.Printf(`
   export KUBECONFIG=%s
   kubectl get ns        # a kubectl within one minor version of the cluster; %s
-
+`, c.KubeconfigPath(), where)
+	if c.Pids()[localcluster.Kubelet] != 0 {
+		fmt.Printf(`  kubectl get nodes     # node %s runs pods; images come from the registry on %s:
+  make image image-push IMG=%s/book-controller:dev
+  make install && make deploy IMG=%s/book-controller:dev
+`, localcluster.NodeName, localcluster.RegistryHost, localcluster.RegistryHost, localcluster.RegistryHost)
+	}
+	fmt.Printf(`
 logs: %s
 stop: hack/local-up.sh down
-`, c.KubeconfigPath(), where, filepath.Join(c.Dir(), "logs"))
+`, filepath.Join(c.Dir(), "logs"))
 }
 
 func down(dir string) error {
@@ -180,7 +202,7 @@ func status(dir string) int {
 		return exitNotRunning
 	}
 	switch pids := c.Pids(); len(pids) {
-	case 3:
+	case len(c.Components()):
 		fmt.Printf("local cluster running: %s (%s)\nKUBECONFIG=%s\n", c.RESTConfig().Host, describe(pids), c.KubeconfigPath())
 		return 0
 	case 0:

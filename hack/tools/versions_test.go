@@ -65,7 +65,7 @@ func TestSharedModulesHaveOneVersion(t *testing.T) {
 		test bool
 		pkgs []string
 	}{
-		{"hack/tools/kubernetes", false, []string{"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager", "k8s.io/kubernetes/cmd/kubectl"}},
+		{"hack/tools/kubernetes", false, []string{"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager", "k8s.io/kubernetes/cmd/kubectl", "k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-scheduler"}},
 		{"examples/controller-runtime", true, []string{"./..."}},
 	} {
 		theirs := moduleVersions(t, filepath.Join(root, other.dir), other.test, other.pkgs...)

@@ -37,13 +37,18 @@ func (c *Cluster) apiServerArgs() ([]string, error) {
 	if c.st.ShardedListAndWatch {
 		audit = append(audit, "--feature-gates="+ShardedListAndWatchGate+"=true")
 	}
+	authz := "--authorization-mode=RBAC"
+	if c.st.Node != nil {
+		authz = "--authorization-mode=Node,RBAC"
+		audit = append(audit, c.kubeletClientArgs()...)
+	}
 	return append([]string{
 		"--etcd-servers=" + c.etcdURL(),
 		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", c.st.APIServerPort),
 		"--cert-dir=" + c.apiServerCertDir(),
 		"--token-auth-file=" + c.path(tokenAuthFile),
-		"--authorization-mode=RBAC",
+		authz,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + c.path(serviceAccountKeyFile),
 		"--service-account-signing-key-file=" + c.path(serviceAccountKeyFile),
@@ -66,4 +71,16 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		_, err := get(ctx, c.apiServerURL()+"/readyz", c.tokens.Admin)
 		return err
 	})
+}
+
+// kubeletClientArgs let the API server reach the kubelet (logs, exec,
+// port-forward) at the node's InternalIP, 127.0.0.1, verifying its
+// certificate and presenting its own (node_pki.go).
+func (c *Cluster) kubeletClientArgs() []string {
+	return []string{
+		"--kubelet-client-certificate=" + c.nodePKI(apiServerClientCert),
+		"--kubelet-client-key=" + c.nodePKI(apiServerClientKey),
+		"--kubelet-certificate-authority=" + c.nodePKI(nodeCACert),
+		"--kubelet-preferred-address-types=InternalIP,Hostname",
+	}
 }

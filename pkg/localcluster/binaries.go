@@ -28,7 +28,7 @@ const buildScript = "hack/build-tools.sh"
 var controlPlane = []string{Etcd, KubeAPIServer, KubeControllerManager}
 
 // EnsureBinaries builds the named binaries (Etcd, KubeAPIServer,
-// KubeControllerManager, Kubectl; by default the three of the control plane)
+// KubeControllerManager, Kubectl, NodeBinaries; by default the three of the control plane)
 // if they are not built yet, by running hack/build-tools.sh under repoRoot,
 // and returns the directory that holds them. A cold build takes minutes; a
 // warm one a fraction of a second. The script's progress goes to os.Stderr
@@ -64,6 +64,12 @@ func checkBinaries(binDir string, names ...string) error {
 		names = controlPlane
 	}
 	for _, name := range names {
+		if name == NodeBinaries {
+			if err := checkBinaries(binDir, nodeFiles...); err != nil {
+				return err
+			}
+			continue
+		}
 		p := filepath.Join(binDir, name)
 		st, err := os.Stat(p)
 		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {

@@ -69,6 +69,20 @@ type Options struct {
 	// --quota-backend-bytes, or kube-apiserver with --watch-cache=false.
 	APIServerArgs []string
 	EtcdArgs      []string
+	// Node adds a real node, 127.0.0.1, on which pods run: kube-scheduler,
+	// containerd with Debian's runc, the kubelet, go-containerregistry's
+	// registry on RegistryAddr (the node pulls from it; its pause image
+	// too). containerd, the kubelet, the pods' bridge and the pods live in
+	// a network namespace of the node's own, NodeNetns; a forwarder joins
+	// it to the host's loopback (the API server, the registry, the
+	// kubelet's port), so the node sends nothing to any other address on
+	// the host. The controller manager also runs the deployment,
+	// replicaset, node-lifecycle and pod GC controllers, and the API server
+	// authorizes the kubelet with the Node authorizer. Needs root, cgroups
+	// and runc (hack/install-runc.sh); one node per machine. Stop kills
+	// every process in the node's cgroup, unmounts what it mounted, deletes
+	// the namespace and restores the host's sysctls and paths.
+	Node bool
 }
 
 // Cluster is a running local control plane. Its methods are safe for
@@ -134,11 +148,11 @@ func prepareDir(dir string) (abs string, temp bool, err error) {
 // start starts etcd, kube-apiserver and kube-controller-manager, in that
 // order, each once the one before answers.
 func (c *Cluster) start(ctx context.Context, opts Options) error {
-	binDir, err := binaries(ctx, opts.BinDir)
+	binDir, err := binariesFor(ctx, opts)
 	if err != nil {
 		return err
 	}
-	ports, err := FreePorts(4)
+	ports, err := FreePorts(7)
 	if err != nil {
 		return err
 	}
@@ -155,6 +169,12 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		EtcdArgs:              opts.EtcdArgs,
 		Processes:             map[string]procID{},
 	}
+	if opts.Node {
+		c.st.Node = &nodeState{KubeletPort: ports[4], KubeletHealthzPort: ports[5], SchedulerPort: ports[6]}
+		if err := c.writeNodePKI(); err != nil {
+			return err
+		}
+	}
 	if err := c.writeCredentials(); err != nil {
 		return err
 	}
@@ -167,21 +187,32 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if err := c.writeKubeconfigs(); err != nil {
 		return err
 	}
-	return c.startControllerManager(ctx)
+	if err := c.startControllerManager(ctx); err != nil {
+		return err
+	}
+	if c.st.Node == nil {
+		return nil
+	}
+	return c.startNode(ctx)
 }
 
-// binaries returns the absolute directory of the control plane's binaries:
-// binDir, checked, or the repository's pinned build, built when missing.
-func binaries(ctx context.Context, binDir string) (string, error) {
+// binariesFor returns the absolute directory of the binaries opts needs:
+// Options.BinDir, checked, or the one hack/build-tools.sh builds them into.
+func binariesFor(ctx context.Context, opts Options) (string, error) {
+	names := controlPlane
+	if opts.Node {
+		names = append(append([]string{}, controlPlane...), NodeBinaries)
+	}
+	binDir := opts.BinDir
 	if binDir == "" {
 		root, err := findRepoRoot()
 		if err != nil {
 			return "", err
 		}
-		if binDir, err = EnsureBinaries(ctx, root); err != nil {
+		if binDir, err = EnsureBinaries(ctx, root, names...); err != nil {
 			return "", err
 		}
-	} else if err := checkBinaries(binDir); err != nil {
+	} else if err := checkBinaries(binDir, names...); err != nil {
 		return "", err
 	}
 	if abs, err := filepath.Abs(binDir); err == nil {
@@ -203,30 +234,55 @@ func (c *Cluster) writeCredentials() error {
 	return os.WriteFile(c.path(tokenAuthFile), c.tokens.tokenAuthFile(), 0o600)
 }
 
-// startComponent starts one process and waits until check passes. The pid
-// is recorded before waiting, so that even if this process dies while
-// waiting, hack/local-up.sh down can still find what it started.
+// startComponent starts one process, the binary of its name, and waits
+// until check passes.
 func (c *Cluster) startComponent(ctx context.Context, name string, args []string, timeout time.Duration, check func(context.Context) error) error {
+	return c.launch(ctx, component{name: name, args: args, timeout: timeout, check: check})
+}
+
+// component is a process for launch to start.
+type component struct {
+	name    string
+	bin     string // default: BinDir/name
+	args    []string
+	timeout time.Duration
+	started func(pid int) error // if set, called once the process runs
+	check   func(context.Context) error
+	netns   bool // start it inside the node's network namespace
+}
+
+// launch starts one process and waits until its check passes. The pid is
+// recorded before waiting, so that even if this process dies while
+// waiting, hack/local-up.sh down can still find what it started.
+func (c *Cluster) launch(ctx context.Context, comp component) error {
 	if c.stopped {
 		return fmt.Errorf("localcluster: cluster in %s was stopped: Start a new one", c.dir)
 	}
-	if p := c.procs[name]; p.alive() {
-		return fmt.Errorf("localcluster: %s already runs (pid %d): kill it first", name, p.id.Pid)
+	if p := c.procs[comp.name]; p.alive() {
+		return fmt.Errorf("localcluster: %s already runs (pid %d): kill it first", comp.name, p.id.Pid)
 	}
 	var extra io.Writer
 	if c.log != nil {
-		extra = newPrefixWriter(&c.logMu, c.log, name)
+		extra = newPrefixWriter(&c.logMu, c.log, comp.name)
 	}
-	p, err := startProcess(name, filepath.Join(c.st.BinDir, name), args, c.path(logsDir, name+".log"), c.st.Detached, extra)
+	if comp.bin == "" {
+		comp.bin = filepath.Join(c.st.BinDir, comp.name)
+	}
+	p, err := startProcess(comp.name, comp.bin, comp.args, c.path(logsDir, comp.name+".log"), c.st.Detached, comp.netns, extra)
 	if err != nil {
 		return err
 	}
-	c.procs[name] = p
-	c.st.Processes[name] = p.id
+	c.procs[comp.name] = p
+	c.st.Processes[comp.name] = p.id
 	if err := c.saveState(); err != nil {
 		return err
 	}
-	return waitReady(ctx, p, timeout, check)
+	if comp.started != nil {
+		if err := comp.started(p.id.Pid); err != nil {
+			return err
+		}
+	}
+	return waitReady(ctx, p, comp.timeout, comp.check)
 }
 
 // Attach finds a cluster that another process started in dir with
@@ -264,8 +320,12 @@ func (c *Cluster) Stop() error {
 		return nil
 	}
 	var errs []error
-	for i := len(startOrder) - 1; i >= 0; i-- {
-		if p := c.procs[startOrder[i]]; p != nil {
+	if err := c.stopNode(); err != nil {
+		errs = append(errs, err)
+	}
+	names := c.names()
+	for i := len(names) - 1; i >= 0; i-- {
+		if p := c.procs[names[i]]; p != nil {
 			if err := p.stop(stopGrace); err != nil {
 				errs = append(errs, err)
 			}
@@ -301,8 +361,9 @@ func (c *Cluster) Dir() string { return c.dir }
 func (c *Cluster) BinDir() string { return c.st.BinDir }
 
 // Pids returns the pids of this cluster's processes that are still running,
-// keyed by Etcd, KubeAPIServer and KubeControllerManager. An empty map means
-// nothing runs.
+// keyed by Etcd, KubeAPIServer and KubeControllerManager, and with
+// Options.Node also KubeScheduler, Registry, Forwarder, Containerd and
+// Kubelet. An empty map means nothing runs.
 func (c *Cluster) Pids() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -32,6 +32,24 @@ var controllers = []string{
 	"resourcequota-controller",
 }
 
+// nodeControllers are what a Deployment needs once there is a node: the
+// deployment and replicaset controllers make its pods, the node lifecycle
+// controller lifts the not-ready taint the node is created with, and pod GC
+// deletes the pods of a node that is gone.
+var nodeControllers = []string{
+	"deployment-controller",
+	"replicaset-controller",
+	"node-lifecycle-controller",
+	"pod-garbage-collector-controller",
+}
+
+func (c *Cluster) controllers() []string {
+	if c.st.Node == nil {
+		return controllers
+	}
+	return append(append([]string{}, controllers...), nodeControllers...)
+}
+
 func (c *Cluster) controllerManagerArgs() []string {
 	return []string{
 		// No --authentication-kubeconfig: it would make the controller
@@ -48,7 +66,7 @@ func (c *Cluster) controllerManagerArgs() []string {
 		// One instance only; with leader election a restarted controller
 		// manager would wait for its own old lease to expire.
 		"--leader-elect=false",
-		"--controllers=" + strings.Join(controllers, ","),
+		"--controllers=" + strings.Join(c.controllers(), ","),
 		"--service-account-private-key-file=" + c.path(serviceAccountKeyFile),
 		"--root-ca-file=" + c.apiServerCAFile(),
 	}

@@ -37,6 +37,11 @@ func writeServiceAccountKey(path string) error {
 type tokens struct {
 	Admin             string `json:"admin"`
 	ControllerManager string `json:"controllerManager"`
+	// Scheduler and Node (the kubelet's, system:node:127.0.0.1 in
+	// system:nodes, for the Node authorizer) are used only with
+	// Options.Node; tokens.json files written before they existed lack them.
+	Scheduler string `json:"scheduler,omitempty"`
+	Node      string `json:"node,omitempty"`
 }
 
 // loadOrCreateTokens keeps tokens across restarts on the same data for the
@@ -44,21 +49,27 @@ type tokens struct {
 // keep working.
 func loadOrCreateTokens(path string) (tokens, error) {
 	var t tokens
-	if err := readJSON(path, &t); err == nil && t.Admin != "" && t.ControllerManager != "" {
+	if err := readJSON(path, &t); err == nil && t.Admin != "" && t.ControllerManager != "" && t.Scheduler != "" && t.Node != "" {
 		return t, nil
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return t, err
 	}
-	t = tokens{Admin: randomToken(), ControllerManager: randomToken()}
+	for _, tok := range []*string{&t.Admin, &t.ControllerManager, &t.Scheduler, &t.Node} {
+		if *tok == "" {
+			*tok = randomToken()
+		}
+	}
 	return t, writeJSON(path, t, 0o600)
 }
 
 // tokenAuthFile is the CSV that kube-apiserver reads: token,user,uid,"groups".
 // Both users are in system:masters: this is a local, single-user cluster and
 // the controller manager must be able to act on every resource it collects.
+// The kubelet's user is what the Node authorizer expects of node 127.0.0.1.
 func (t tokens) tokenAuthFile() []byte {
-	return []byte(fmt.Sprintf("%s,admin,admin,\"system:masters\"\n%s,system:kube-controller-manager,kube-controller-manager,\"system:masters\"\n",
-		t.Admin, t.ControllerManager))
+	return []byte(fmt.Sprintf("%s,admin,admin,\"system:masters\"\n%s,system:kube-controller-manager,kube-controller-manager,\"system:masters\"\n"+
+		"%s,system:kube-scheduler,kube-scheduler,\"system:masters\"\n%s,system:node:%s,kubelet,\"system:nodes\"\n",
+		t.Admin, t.ControllerManager, t.Scheduler, t.Node, nodeName))
 }
 
 func randomToken() string {

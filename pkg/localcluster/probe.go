@@ -26,6 +26,12 @@ var probeClient = &http.Client{
 // error with the status and the body, which for /readyz names the failing
 // check.
 func get(ctx context.Context, url, token string) (string, error) {
+	return getWith(ctx, probeClient, url, token)
+}
+
+// getWith is get with another client: the kubelet's healthz is reached
+// from inside the node's network namespace.
+func getWith(ctx context.Context, client *http.Client, url, token string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return "", err
@@ -33,7 +39,7 @@ func get(ctx context.Context, url, token string) (string, error) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := probeClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return "", err
 	}

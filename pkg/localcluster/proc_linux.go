@@ -31,12 +31,22 @@ var forker struct {
 }
 
 type forkReq struct {
-	cmd  *exec.Cmd
-	done chan error
+	start func() error
+	done  chan error
 }
 
-func startCmd(cmd *exec.Cmd, detached bool) error {
+// startCmd starts cmd; with netns, inside the node's network namespace: a
+// child is born in the namespace of the thread that forks it, so that
+// thread enters the namespace for the fork and leaves it again.
+func startCmd(cmd *exec.Cmd, detached, netns bool) error {
+	start := cmd.Start
+	if netns {
+		start = func() error { return inNodeNetnsLocked(cmd.Start) }
+	}
 	if detached {
+		if netns {
+			return inNodeNetns(cmd.Start)
+		}
 		return cmd.Start()
 	}
 	forker.once.Do(func() {
@@ -44,12 +54,12 @@ func startCmd(cmd *exec.Cmd, detached bool) error {
 		go func() {
 			runtime.LockOSThread() // never unlocked: this thread must outlive every child
 			for r := range forker.reqs {
-				r.done <- r.cmd.Start()
+				r.done <- r.start()
 			}
 		}()
 	})
 	done := make(chan error, 1)
-	forker.reqs <- forkReq{cmd: cmd, done: done}
+	forker.reqs <- forkReq{start: start, done: done}
 	return <-done
 }
 

@@ -13,7 +13,12 @@ func sysProcAttr(detached bool) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setsid: detached}
 }
 
-func startCmd(cmd *exec.Cmd, _ bool) error { return cmd.Start() }
+func startCmd(cmd *exec.Cmd, _, netns bool) error {
+	if netns {
+		return errNodeNeedsLinux
+	}
+	return cmd.Start()
+}
 
 // procStat cannot tell a reused pid apart here; it only says whether the pid
 // exists.

@@ -38,7 +38,8 @@ type process struct {
 // A detached process gets its own session and no parent-death signal, so it
 // survives this Go process; otherwise it is killed when this process dies,
 // which keeps a crashed or interrupted test from leaking a control plane.
-func startProcess(name, bin string, args []string, logPath string, detached bool, extra io.Writer) (*process, error) {
+// With netns it is born in the node's network namespace.
+func startProcess(name, bin string, args []string, logPath string, detached, netns bool, extra io.Writer) (*process, error) {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return nil, err
 	}
@@ -62,7 +63,7 @@ func startProcess(name, bin string, args []string, logPath string, detached bool
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 	}
 	cmd.SysProcAttr = sysProcAttr(detached)
-	err = startCmd(cmd, detached)
+	err = startCmd(cmd, detached, netns)
 	if err != nil || !piped {
 		logFile.Close()
 	}

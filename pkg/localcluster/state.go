@@ -19,6 +19,7 @@ type state struct {
 	ShardedListAndWatch   bool              `json:"shardedListAndWatch,omitempty"`
 	APIServerArgs         []string          `json:"apiServerArgs,omitempty"`
 	EtcdArgs              []string          `json:"etcdArgs,omitempty"`
+	Node                  *nodeState        `json:"node,omitempty"`
 	Processes             map[string]procID `json:"processes"`
 }
 

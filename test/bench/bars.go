@@ -161,6 +161,7 @@ func bars(res *Result) []*Bar {
 		{name: "ours / twin-same (CPU per Book, backlog)", value: ratio("ours-backlog", "twin-same-backlog", cpu, secs)},
 		{name: "ours / twin-default (CPU per Book, backlog)", value: ratio("ours-backlog", "twin-default-backlog", cpu, secs)},
 	}
+	specs = append(specs, scaleBars()...)
 	var out []*Bar
 	for _, s := range specs {
 		b := &Bar{Name: s.name, Target: s.target}
@@ -172,7 +173,7 @@ func bars(res *Result) []*Bar {
 			}
 		}
 		switch {
-		case len(vs) == 0 && s.ok == nil:
+		case len(vs) == 0 && (s.ok == nil || res.N < s.minN):
 			continue
 		case len(vs) == 0:
 			b.Result = "n/a: not measured (phases left out)"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,75 +12,98 @@ import (
 	"ydzs.io/book-controller/internal/poll"
 )
 
-// failoverLivePhase is restartLivePhase with a warm standby: the leader
-// converges N Books, a second replica starts and syncs its caches, the
-// leader is SIGKILLed, and from liveDelay after the kill the live writer
-// creates and edits Books while the standby takes the Lease and works
-// through the Books its informers listed. Latencies count from the write or
-// from the moment the standby took the Lease, whichever is later, and from
-// the write alone.
-func (e *env) failoverLivePhase(ctx context.Context, config string) (*Phase, *LiveRestart, error) {
-	s := e.leaderElected(e.controller(config))
-	p := e.newPhase("failover-live-"+config+"-setup", "backlog", s)
+// failoverLiveUnit is restartLiveUnit with leader election and a warm
+// standby: N Books are created in one namespace, and for each
+// configuration in turn a leader converges them (the first) or goes idle
+// over them (the next), a standby starts and syncs, and the leader is
+// SIGKILLed under the live writer (failoverLive).
+func (e *env) failoverLiveUnit(ctx context.Context, configs []string) (*Phase, []*LiveRestart, error) {
+	p := e.newPhase("failover-live-"+strings.Join(configs, "-")+"-setup", "backlog", e.leaderElected(e.controller(configs[0])))
 	if err := e.prepare(ctx, p); err != nil {
 		return p, nil, err
 	}
-	x := &LiveRestart{Round: e.round, Config: config, Controller: s.Name, Namespace: p.Namespace, N: e.o.n,
-		NewBooks: liveOps, Edits: liveEdits(e.o.n), Failover: true}
-	leader, err := e.convergeWithLeader(ctx, p, s)
+	if _, err := e.createBooks(ctx, p.Namespace, e.o.n, e.o.preCreateConcy, 0); err != nil {
+		return p, nil, err
+	}
+	var out []*LiveRestart
+	for run, config := range configs {
+		x, err := e.failoverLive(ctx, p, config, run)
+		if x != nil {
+			out = append(out, x)
+		}
+		if err != nil {
+			return p, out, err
+		}
+	}
+	return p, out, nil
+}
+
+// failoverLive runs a leader of the configuration until every Book of p's
+// namespace is Ready and it is idle, then a standby until its caches are
+// synced, SIGKILLs the leader, and from liveDelay after the kill the live
+// writer creates and edits Books while the standby takes the Lease and
+// works through the Books its informers listed. Latencies count from the
+// write or from the moment the standby took the Lease, whichever is later,
+// and from the write alone. The standby is stopped and the Lease deleted
+// at the end, so that a next run starts from no holder.
+func (e *env) failoverLive(ctx context.Context, p *Phase, config string, run int) (*LiveRestart, error) {
+	s := e.leaderElected(e.controller(config))
+	ns, lease := p.Namespace, leaseOf(config)
+	defer e.kube.CoordinationV1().Leases(ns).Delete(context.WithoutCancel(ctx), lease, metav1.DeleteOptions{})
+	leader, err := e.leadUntilIdle(ctx, p, s, run)
 	if leader != nil {
 		defer stopIfRunning(leader)
 	}
 	if err != nil {
-		return p, nil, err
+		return nil, err
 	}
-	standby, err := e.startController(s, p.Namespace, e.logName("failover-live-"+config+"-standby"))
+	standby, err := e.startController(s, ns, e.logName("failover-live-"+config+"-standby"))
 	if err != nil {
-		return p, nil, err
+		return nil, err
 	}
 	defer stopIfRunning(standby)
 	if waitReadyz(ctx, standby).IsZero() {
-		return p, nil, errors.New("failover-live: the standby never synced its caches")
+		return nil, errors.New("failover-live: the standby never synced its caches")
 	}
-	lease := leaseOf(config)
-	holder, err := e.leaseHolder(ctx, p.Namespace, lease)
+	holder, err := e.leaseHolder(ctx, ns, lease)
 	if err != nil {
-		return p, nil, err
+		return nil, err
 	}
-	books, err := e.watchReady(ctx, p.Namespace, e.o.n+liveOps)
+	books, titles, before, err := e.watchLive(ctx, ns)
 	if err != nil {
-		return p, nil, err
+		return nil, err
 	}
 	defer books.stop()
-	titles := e.watchTitles(ctx, p.Namespace)
 	defer titles.stop()
-
+	x := &LiveRestart{Round: e.round, Config: config, Controller: s.Name, Namespace: ns, N: e.o.n, Run: run,
+		Converged: before.books(), NewBooks: liveOps, Edits: liveEdits(e.o.n), Failover: true}
 	if err := leader.Kill(); err != nil {
-		return p, nil, err
+		return nil, err
 	}
 	killed := time.Now()
 	taken := make(chan time.Time, 1)
-	go func() { taken <- e.waitLeaseTaken(ctx, p.Namespace, lease, holder) }()
+	go func() { taken <- e.waitLeaseTaken(ctx, ns, lease, holder) }()
 	time.Sleep(liveDelay)
-	created, edited, err := e.writeLive(ctx, p.Namespace)
+	created, edited, err := e.writeLive(ctx, ns, run)
 	if err != nil {
-		return p, nil, err
+		return nil, err
 	}
 	takenAt := <-taken
 	if takenAt.IsZero() {
-		return p, nil, fmt.Errorf("failover-live: nobody took the Lease %s from %s", lease, holder)
+		return nil, fmt.Errorf("failover-live: nobody took the Lease %s from %s", lease, holder)
 	}
 	x.SyncedSeconds = round(takenAt.Sub(killed).Seconds(), 3)
-	if err := e.waitLanded(ctx, books, titles, created, edited); err != nil {
-		return p, nil, err
+	if err := e.waitLanded(ctx, books, titles, created, edited, run); err != nil {
+		return nil, err
 	}
 	x.latencies(takenAt, created, books.readyAt, edited, titles.snapshot())
 	idle, err := e.waitIdle(ctx, standby, true)
 	if err != nil {
-		return p, nil, err
+		return nil, err
 	}
 	x.IdleSeconds = round(standby.start.Add(time.Duration(idle*float64(time.Second))).Sub(killed).Seconds(), 3)
-	return p, x, nil
+	x.UntouchedWritten, err = e.untouchedWritten(ctx, ns, before, edited)
+	return x, err
 }
 
 // leaderElected is a configuration with leader election on, its Lease in
@@ -111,26 +135,27 @@ func leaseOf(config string) string {
 	return twinLease
 }
 
-// convergeWithLeader creates N Books and runs a leader until they are all
-// Ready; the leader keeps running.
-func (e *env) convergeWithLeader(ctx context.Context, p *Phase, s controllerSpec) (*proc, error) {
-	if _, err := e.createBooks(ctx, p.Namespace, e.o.n, e.o.preCreateConcy, 0); err != nil {
-		return nil, err
-	}
-	w, err := e.watchReady(ctx, p.Namespace, e.o.n)
+// leadUntilIdle runs a leader until every Book of the namespace is Ready
+// and it is idle; the first run's convergence is p's figures. The leader
+// keeps running.
+func (e *env) leadUntilIdle(ctx context.Context, p *Phase, s controllerSpec, run int) (*proc, error) {
+	w, err := e.watchReady(ctx, p.Namespace, e.o.n+run*liveOps)
 	if err != nil {
 		return nil, err
 	}
 	defer w.stop()
-	leader, err := e.startController(s, p.Namespace, e.logName(p.Name))
+	leader, err := e.startController(s, p.Namespace, e.logName(p.Name+"-leader-"+s.Config))
 	if err != nil {
 		return nil, err
 	}
 	if err := w.wait(ctx, e.o.timeout); err != nil {
 		return leader, fmt.Errorf("%s: %w", p.Name, err)
 	}
-	p.finishReady(leader.start, w.readyAt)
-	return leader, nil
+	if run == 0 {
+		p.finishReady(leader.start, w.readyAt)
+	}
+	_, err = e.waitIdle(ctx, leader, true)
+	return leader, err
 }
 
 func stopIfRunning(pr *proc) {

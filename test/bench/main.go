@@ -74,6 +74,8 @@ type options struct {
 	preCreateConcy  int
 	shards          int
 	shardNamespaces int
+	liveConfigs     []string
+	deleteWorkers   int
 }
 
 func main() {
@@ -88,7 +90,7 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 0, "book-controller --workers, and the twin's --max-concurrent-reconciles in the same-workers and tuned runs; 0: book-controller's default")
 	flag.StringVar(&o.qps, "kube-api-qps", "", "book-controller --kube-api-qps (empty: its default)")
 	flag.StringVar(&o.burst, "kube-api-burst", "", "book-controller --kube-api-burst (empty: its default)")
-	flag.StringVar(&phases, "phases", "default", "comma-separated phases (or 'default', 'all'): "+strings.Join(allPhases, ","))
+	flag.StringVar(&phases, "phases", "default", "comma-separated phases (or 'default', 'all'; at -n 50000 and above 'default' is "+strings.Join(largePhases, ",")+"): "+strings.Join(allPhases, ","))
 	flag.Float64Var(&o.maxBusy, "max-busy", 0.6, "before each phase, wait (up to 2 min) until the machine's other work uses fewer than this many cores")
 	flag.Float64Var(&o.maxLoad, "max-load", 1.5, "before starting, wait (up to 5 min) until the 1-minute load average is below this")
 	flag.DurationVar(&o.timeout, "phase-timeout", 0, "give up on a phase after this long (default 60s + N/20 s)")
@@ -113,6 +115,18 @@ func main() {
 		}
 		return nil
 	})
+	o.liveConfigs = restartLiveConfigs
+	flag.Func("live-configs", "comma-separated configurations of restart-live and failover-live (default "+strings.Join(restartLiveConfigs, ",")+")", func(v string) error {
+		o.liveConfigs = nil
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.TrimSpace(c); !slices.Contains(restartLiveConfigs, c) {
+				return fmt.Errorf("unknown configuration %q; known: %s", c, strings.Join(restartLiveConfigs, ", "))
+			}
+			o.liveConfigs = append(o.liveConfigs, c)
+		}
+		return nil
+	})
+	flag.IntVar(&o.deleteWorkers, "delete-collection-workers", 8, "kube-apiserver --delete-collection-workers of the local control plane: how fast a phase's namespace is emptied (not measured)")
 	flag.IntVar(&o.capacityTries, "capacity-tries", 2, "runs of a capacity step before it counts as failed (a stall of the shared API server can fail one run)")
 	flag.Float64Var(&o.capacityStep, "capacity-step", 0.1, "step of the capacity search, as a fraction of the round's live ceiling")
 	flag.IntVar(&o.pacedCreators, "paced-creators", 128, "concurrent creators in paced phases, enough that the pace and not the creators sets the rate")
@@ -158,7 +172,7 @@ func (o *options) finish(phases, ceilingC string) error {
 		o.ceilingC = append(o.ceilingC, c)
 	}
 	var err error
-	if o.phases, err = selectPhases(phases); err != nil {
+	if o.phases, err = selectPhases(phases, o.n); err != nil {
 		return err
 	}
 	if o.out == "" {
@@ -321,7 +335,12 @@ func (e *env) connect(ctx context.Context) (func(), error) {
 		}
 		// ShardedListAndWatch for -shards; it changes nothing for lists
 		// and watches without a shard selector.
-		cl, err := localcluster.Start(ctx, localcluster.Options{BinDir: bin, ShardedListAndWatch: true})
+		// Deleting a phase's namespace is not measured, but at N = 50000
+		// it took 3 to 4 minutes with the API server's one default
+		// DeleteCollection worker; more workers delete the namespace's Books
+		// and ConfigMaps in parallel.
+		cl, err := localcluster.Start(ctx, localcluster.Options{BinDir: bin, ShardedListAndWatch: true,
+			APIServerArgs: []string{"--delete-collection-workers=" + strconv.Itoa(e.o.deleteWorkers)}})
 		if err != nil {
 			return stop, err
 		}

@@ -208,15 +208,21 @@ func markdown(r *Result, charts map[string]string, chartRound *Round) string {
 
 	var restarts []string
 	for _, rd := range r.Rounds {
-		if x := rd.Restart; x != nil {
-			restarts = append(restarts, fmt.Sprintf("| %d | %s | %d | %.2f | %.2f | %.0f | %s | %.0f |", rd.Index, x.After, x.N, x.SyncedSeconds, x.IdleSeconds, x.Reconciles, verbs(x.Requests), x.Writes))
+		all := rd.OtherRestarts
+		if rd.Restart != nil {
+			all = append([]*Restart{rd.Restart}, all...)
+		}
+		for _, x := range all {
+			restarts = append(restarts, fmt.Sprintf("| %d | %s | %s | %d | %.2f | %.2f | %.0f | %s | %.0f | %s | %s → %s |", rd.Index, x.Controller, x.After, x.N,
+				x.SyncedSeconds, x.IdleSeconds, x.Reconciles, verbs(x.Requests), x.Writes, mib(x.PeakRSSBytes), mib(x.APIServerRSSBeforeBytes), mib(x.APIServerPeakRSSBytes)))
 		}
 	}
 	if len(restarts) > 0 {
-		fmt.Fprintln(&b, "\nRestart of book-controller over the Books a phase of ours converged (*after*): *synced* = readyz 200 (both caches synced); *idle* = queue empty, no active worker and no request for 2 s (the time that window began):")
+		fmt.Fprintln(&b, "\nRestart over the Books a phase of the same configuration converged (*after*): *synced* = readyz 200 (both caches synced); *idle* = queue empty, no active worker and no request for 2 s (the time that window began); "+
+			"the API server's RSS just before the start and its peak until idle (*WatchList off*: client-go's streaming lists turned off with "+watchListOff+"):")
 		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "| Round | After | Books | Synced (s) | Idle (s) | Reconciles | Requests | Writes |")
-		fmt.Fprintln(&b, "|--:|---|--:|--:|--:|--:|---|--:|")
+		fmt.Fprintln(&b, "| Round | Controller | After | Books | Synced (s) | Idle (s) | Reconciles | Requests | Writes | Peak RSS | API server RSS |")
+		fmt.Fprintln(&b, "|--:|---|---|--:|--:|--:|--:|---|--:|--:|--:|")
 		fmt.Fprintln(&b, strings.Join(restarts, "\n"))
 	}
 
@@ -227,15 +233,15 @@ func markdown(r *Result, charts map[string]string, chartRound *Round) string {
 			if x.Failover {
 				kind = "failover"
 			}
-			live = append(live, fmt.Sprintf("| %d | %s | %s | %d | %.2f | %.2f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f |", rd.Index, kind, x.Controller, x.N,
-				x.SyncedSeconds, x.IdleSeconds, x.CreateP50Ms, x.CreateP99Ms, x.EditP50Ms, x.EditP99Ms, x.CreateRawP50Ms, x.CreateRawP99Ms, x.EditRawP50Ms, x.EditRawP99Ms))
+			live = append(live, fmt.Sprintf("| %d | %s | %s | %d | %.2f | %.2f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %d |", rd.Index, kind, x.Controller, x.N,
+				x.SyncedSeconds, x.IdleSeconds, x.CreateP50Ms, x.CreateP99Ms, x.EditP50Ms, x.EditP99Ms, x.CreateRawP50Ms, x.CreateRawP99Ms, x.EditRawP50Ms, x.EditRawP99Ms, x.UntouchedWritten))
 		}
 	}
 	if len(live) > 0 {
 		fmt.Fprintf(&b, "\nRestart and failover under live writes (restart-live, failover-live): each configuration converges N Books, then restarts (or its leader is SIGKILLed with a warm standby running), and from %v after the process start (the kill) %d new Books and %d edits of old ones are made at %.0f/s each. "+
-			"Latencies (p50 / p99, ms) count from the write or from the caches' sync (the Lease taken), whichever is later; *from the write* counts from the write alone. Synced (Lease taken) and idle count from the process start (the kill):\n\n", liveDelay, liveOps, liveOps, liveRate)
-		fmt.Fprintln(&b, "| Round | Kind | Controller | Books | Synced (s) | Idle (s) | Create → Ready | Edit → ConfigMap | Create, from the write | Edit, from the write |")
-		fmt.Fprintln(&b, "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|")
+			"Latencies (p50 / p99, ms) count from the write or from the caches' sync (the Lease taken), whichever is later; *from the write* counts from the write alone. Synced (Lease taken) and idle count from the process start (the kill); *converged objects written* counts the Books and ConfigMaps the writer left alone whose resourceVersion changed:\n\n", liveDelay, liveOps, liveOps, liveRate)
+		fmt.Fprintln(&b, "| Round | Kind | Controller | Books | Synced (s) | Idle (s) | Create → Ready | Edit → ConfigMap | Create, from the write | Edit, from the write | Converged objects written |")
+		fmt.Fprintln(&b, "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
 		fmt.Fprintln(&b, strings.Join(live, "\n"))
 	}
 

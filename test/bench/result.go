@@ -36,6 +36,9 @@ type Round struct {
 	Order   []string `json:"order"`
 	Phases  []*Phase `json:"phases"`
 	Restart *Restart `json:"restart,omitempty"`
+	// OtherRestarts are the restarts of the tuned twin over its own
+	// backlog's Books and of ours with streaming lists off.
+	OtherRestarts []*Restart `json:"otherRestarts,omitempty"`
 	// LiveRestarts are the restart-live phases (restartlive.go), one per
 	// configuration.
 	LiveRestarts []*LiveRestart `json:"liveRestarts,omitempty"`
@@ -120,7 +123,11 @@ type Restart struct {
 	N         int    `json:"n"`
 	Namespace string `json:"namespace"`
 	// After names the phase whose converged Books it restarts over.
-	After                 string             `json:"after"`
+	After string `json:"after"`
+	// Controller is the configuration restarted; WatchListOff, whether
+	// client-go's streaming lists were turned off for it.
+	Controller            string             `json:"controller,omitempty"`
+	WatchListOff          bool               `json:"watchListOff,omitempty"`
 	OtherCoresBusyAtStart float64            `json:"otherCoresBusyAtStart"`
 	SyncedSeconds         float64            `json:"syncedSeconds"`
 	IdleSeconds           float64            `json:"idleSeconds"`
@@ -130,6 +137,10 @@ type Restart struct {
 	Writes                float64            `json:"writes"`
 	CPUSeconds            float64            `json:"cpuSeconds"`
 	PeakRSSBytes          uint64             `json:"peakRSSBytes"`
+	// The API server's RSS just before the controller started, and its
+	// peak until the controller was idle (0 with -kubeconfig).
+	APIServerRSSBeforeBytes uint64 `json:"apiServerRSSBeforeBytes,omitempty"`
+	APIServerPeakRSSBytes   uint64 `json:"apiServerPeakRSSBytes,omitempty"`
 }
 
 func (p *Phase) summary() string {
@@ -152,8 +163,13 @@ type LiveRestart struct {
 	Controller string `json:"controller"`
 	Namespace  string `json:"namespace"`
 	N          int    `json:"n"`
-	NewBooks   int    `json:"newBooks"`
-	Edits      int    `json:"edits"`
+	// Run is the restart's place in its unit (0: first), whose
+	// configurations share the converged Books; Converged is how many
+	// Books were there (N, and the new Books of earlier runs).
+	Run       int `json:"run,omitempty"`
+	Converged int `json:"converged"`
+	NewBooks  int `json:"newBooks"`
+	Edits     int `json:"edits"`
 	// Failover: a warm standby took over from a SIGKILLed leader
 	// (failoverlive.go) rather than one process restarting.
 	Failover bool `json:"failover,omitempty"`
@@ -170,6 +186,9 @@ type LiveRestart struct {
 	EditP99Ms      float64 `json:"editP99Ms"`
 	EditRawP50Ms   float64 `json:"editRawP50Ms"`
 	EditRawP99Ms   float64 `json:"editRawP99Ms"`
+	// UntouchedWritten counts the converged Books and ConfigMaps the live
+	// writer left alone whose resourceVersion changed: writes on restart.
+	UntouchedWritten int `json:"untouchedWritten"`
 }
 
 func (x *LiveRestart) summary() string {
@@ -177,13 +196,14 @@ func (x *LiveRestart) summary() string {
 	if x.Failover {
 		synced = "Lease taken"
 	}
-	return fmt.Sprintf("%s over %d Books: %s after %.2fs, idle after %.2fs; create→Ready p50 %.0fms p99 %.0fms (from the write: %.0f/%.0f); edit→ConfigMap p50 %.0fms p99 %.0fms (from the write: %.0f/%.0f)",
+	return fmt.Sprintf("%s over %d Books: %s after %.2fs, idle after %.2fs; create→Ready p50 %.0fms p99 %.0fms (from the write: %.0f/%.0f); edit→ConfigMap p50 %.0fms p99 %.0fms (from the write: %.0f/%.0f); %d untouched objects written",
 		x.Config, x.N, synced, x.SyncedSeconds, x.IdleSeconds, x.CreateP50Ms, x.CreateP99Ms, x.CreateRawP50Ms, x.CreateRawP99Ms,
-		x.EditP50Ms, x.EditP99Ms, x.EditRawP50Ms, x.EditRawP99Ms)
+		x.EditP50Ms, x.EditP99Ms, x.EditRawP50Ms, x.EditRawP99Ms, x.UntouchedWritten)
 }
 
 func (r *Restart) summary() string {
-	return fmt.Sprintf("synced after %.2fs, idle after %.2fs, %.0f writes, %.0f requests", r.SyncedSeconds, r.IdleSeconds, r.Writes, sumMap(r.Requests))
+	return fmt.Sprintf("%s: synced after %.2fs, idle after %.2fs, %.0f writes, %.0f requests, peak RSS %s, API server %s → %s",
+		r.Controller, r.SyncedSeconds, r.IdleSeconds, r.Writes, sumMap(r.Requests), mib(r.PeakRSSBytes), mib(r.APIServerRSSBeforeBytes), mib(r.APIServerPeakRSSBytes))
 }
 
 func round(v float64, digits int) float64 {

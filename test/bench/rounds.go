@@ -13,7 +13,10 @@ import (
 // generator once per -ceiling-c concurrency over pre-created Books (the
 // backlog ceiling), "ceiling-live" once per concurrency creating the Books
 // too (the live ceiling); "restart" restarts ours over ours-live's Books, or
-// over ours-backlog's when ours-live is not selected; "capacity" is the
+// over ours-backlog's when ours-live is not selected (and the tuned twin
+// over twin-tuned-backlog's when twin-tuned-live is not selected);
+// "restart-watchlist-off" restarts ours once more with client-go's
+// streaming lists off; "capacity" is the
 // paced search for the load generator, ours and twin-tuned
 // (-capacity-configs); "restart-live" restarts ours, ours in arrival order
 // and twin-tuned over N Books each converged, under a paced live writer
@@ -23,14 +26,22 @@ import (
 // to its event stream.
 var allPhases = []string{"ceiling", "ceiling-live", "ceiling-events",
 	"ours-backlog", "ours-ui-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
-	"ours-live", "ours-ui-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity", "restart-live", "failover-live"}
+	"ours-live", "ours-ui-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity", "restart-live", "failover-live", "restart-watchlist-off"}
 
 // defaultPhases leave out what no bar needs.
 var defaultPhases = []string{"ceiling", "ceiling-live",
 	"ours-backlog", "ours-ui-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
 	"ours-live", "ours-ui-live", "restart", "twin-tuned-live", "capacity"}
 
-func selectPhases(list string) (map[string]bool, error) {
+// largeN is where "default" becomes largePhases: the ceiling sweeps, the
+// live and capacity phases and the scaffold twins would take hours there,
+// and what is asked at that scale is memory, restarts and live-first.
+const largeN = 50000
+
+// largePhases are the default phases at N ≥ largeN.
+var largePhases = []string{"ours-backlog", "twin-tuned-backlog", "restart", "restart-watchlist-off", "restart-live"}
+
+func selectPhases(list string, n int) (map[string]bool, error) {
 	out := map[string]bool{}
 	for _, p := range strings.Split(list, ",") {
 		switch p = strings.TrimSpace(p); p {
@@ -39,7 +50,11 @@ func selectPhases(list string) (map[string]bool, error) {
 				out[q] = true
 			}
 		case "default":
-			for _, q := range defaultPhases {
+			defaults := defaultPhases
+			if n >= largeN {
+				defaults = largePhases
+			}
+			for _, q := range defaults {
 				out[q] = true
 			}
 		default:
@@ -51,6 +66,9 @@ func selectPhases(list string) (map[string]bool, error) {
 	}
 	if out["capacity"] && !out["ceiling-live"] {
 		return nil, fmt.Errorf("-phases: capacity is paced in fractions of the round's live ceiling; add ceiling-live")
+	}
+	if out["restart-watchlist-off"] && !out["restart"] {
+		return nil, fmt.Errorf("-phases: restart-watchlist-off restarts ours a second time in the restart phase; add restart")
 	}
 	if out["restart"] && !out["ours-live"] && !out["ours-backlog"] {
 		return nil, fmt.Errorf("-phases: restart restarts ours over the Books ours-live (or ours-backlog) converged; add one of them")
@@ -98,8 +116,10 @@ func (e *env) plan() []unit {
 	for _, config := range []string{"ours", "ours-ui", "twin-tuned", "twin-same", "twin-default"} {
 		if name := config + "-backlog"; sel[name] {
 			// At large N (-n 50000) the restart may follow the backlog
-			// phase, so that the Books are not created twice.
-			withRestart := config == "ours" && sel["restart"] && !sel["ours-live"]
+			// phase, so that the Books are not created twice; the tuned
+			// twin restarts there too (it has no live phase to follow).
+			withRestart := sel["restart"] && (config == "ours" && !sel["ours-live"] ||
+				config == "twin-tuned" && !sel["twin-tuned-live"])
 			label := name
 			if withRestart {
 				label += "+restart"
@@ -135,15 +155,21 @@ func (e *env) plan() []unit {
 	}
 	for _, live := range []struct {
 		phase string
-		run   func(context.Context, string) (*Phase, *LiveRestart, error)
-	}{{"restart-live", e.restartLivePhase}, {"failover-live", e.failoverLivePhase}} {
+		run   func(context.Context, []string) (*Phase, []*LiveRestart, error)
+	}{{"restart-live", e.restartLiveUnit}, {"failover-live", e.failoverLiveUnit}} {
 		if !sel[live.phase] {
 			continue
 		}
-		for _, config := range restartLiveConfigs {
-			units = append(units, unit{live.phase + "-" + config, func(ctx context.Context, r *Round) ([]*Phase, error) {
-				p, x, err := live.run(ctx, config)
-				if x != nil {
+		for _, configs := range liveGroups(e.o.liveConfigs) {
+			units = append(units, unit{live.phase + "-" + strings.Join(configs, "-"), func(ctx context.Context, r *Round) ([]*Phase, error) {
+				// Which of a shared unit's configurations restarts first
+				// alternates over the rounds.
+				order := slices.Clone(configs)
+				if r.Index%2 == 0 {
+					slices.Reverse(order)
+				}
+				p, xs, err := live.run(ctx, order)
+				for _, x := range xs {
 					r.LiveRestarts = append(r.LiveRestarts, x)
 					logf("  %s: %s", live.phase, x.summary())
 				}
@@ -154,14 +180,47 @@ func (e *env) plan() []unit {
 	return units
 }
 
-// restart runs the restart phase over the Books p converged, into r.
-func (e *env) restart(ctx context.Context, r *Round, p *Phase, s controllerSpec) error {
-	var err error
-	r.Restart, err = e.restartPhase(ctx, p, s)
-	if r.Restart != nil {
-		logf("  restart: %s", r.Restart.summary())
+// liveGroups groups the live configurations by binary: ours and ours-fifo
+// share one unit (and its N Books), the tuned twin has its own.
+func liveGroups(configs []string) [][]string {
+	var ours, out [][]string
+	var group []string
+	for _, c := range configs {
+		if c == "ours" || c == "ours-fifo" {
+			group = append(group, c)
+		} else {
+			out = append(out, []string{c})
+		}
 	}
-	return err
+	if len(group) > 0 {
+		ours = [][]string{group}
+	}
+	return append(ours, out...)
+}
+
+// restart runs the restart phase over the Books p converged, into r: ours
+// into r.Restart (the bar's), then ours again with streaming lists off
+// when restart-watchlist-off is selected; the twin into r.OtherRestarts.
+func (e *env) restart(ctx context.Context, r *Round, p *Phase, s controllerSpec) error {
+	specs := []controllerSpec{s}
+	if s.Config == "ours" && e.o.phases["restart-watchlist-off"] {
+		specs = append(specs, withWatchListOff(s))
+	}
+	for _, s := range specs {
+		x, err := e.restartPhase(ctx, p, s)
+		if x != nil {
+			logf("  restart: %s", x.summary())
+			if s.Config == "ours" && !x.WatchListOff {
+				r.Restart = x
+			} else {
+				r.OtherRestarts = append(r.OtherRestarts, x)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // order is the round's permutation of the plan: a shuffle seeded by -seed

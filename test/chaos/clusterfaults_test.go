@@ -27,7 +27,7 @@ import (
 func ownControlPlane(t *testing.T, apiServerArgs, etcdArgs []string) *framework.Env {
 	t.Helper()
 	start := time.Now()
-	e, err := framework.SetupWith(true, apiServerArgs, etcdArgs)
+	e, err := framework.SetupWith(framework.SetupOptions{InstallCRD: true, APIServerArgs: apiServerArgs, EtcdArgs: etcdArgs})
 	if err != nil {
 		t.Fatalf("starting a control plane of the test's own (kube-apiserver %q, etcd %q): %v", apiServerArgs, etcdArgs, err)
 	}

@@ -73,19 +73,36 @@ var (
 // defer Teardown; with installCRD the Book CRD is installed and Established
 // before it returns.
 func Setup(installCRD bool) (*Env, error) {
-	return SetupWith(installCRD, nil, nil)
+	return SetupWith(SetupOptions{InstallCRD: installCRD})
 }
 
-// SetupWith is Setup with extra flags for kube-apiserver and etcd
-// (localcluster.Options.APIServerArgs, EtcdArgs), for a test that needs a
-// control plane of its own: a small etcd quota, no watch cache.
-func SetupWith(installCRD bool, apiServerArgs, etcdArgs []string) (*Env, error) {
+// SetupOptions says what SetupWith starts besides the control plane.
+type SetupOptions struct {
+	// InstallCRD installs the Book CRD and waits until it is Established.
+	InstallCRD bool
+	// APIServerArgs and EtcdArgs are extra flags for kube-apiserver and etcd
+	// (localcluster.Options.APIServerArgs, EtcdArgs), for a test that needs a
+	// control plane of its own: a small etcd quota, no watch cache.
+	APIServerArgs, EtcdArgs []string
+	// Node adds a node that runs pods, with a registry on
+	// localcluster.RegistryAddr (localcluster.Options.Node): for the e2e
+	// tests. It needs root and runc, and only one runs per machine.
+	Node bool
+}
+
+// SetupWith is Setup with a choice of what runs.
+func SetupWith(o SetupOptions) (*Env, error) {
+	installCRD := o.InstallCRD
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	binDir := os.Getenv("BOOK_TOOLS_BIN")
 	if binDir == "" {
+		names := []string{localcluster.Etcd, localcluster.KubeAPIServer, localcluster.KubeControllerManager}
+		if o.Node {
+			names = append(names, localcluster.NodeBinaries)
+		}
 		var err error
-		if binDir, err = localcluster.EnsureBinaries(ctx, RepoRoot()); err != nil {
+		if binDir, err = localcluster.EnsureBinaries(ctx, RepoRoot(), names...); err != nil {
 			return nil, err
 		}
 	}
@@ -96,7 +113,7 @@ func SetupWith(installCRD bool, apiServerArgs, etcdArgs []string) (*Env, error) 
 	// The audit log is how tests prove who wrote what, and when; sharded
 	// lists and watches are what --shards needs.
 	opts := localcluster.Options{BinDir: binDir, AuditLog: true, ShardedListAndWatch: true,
-		APIServerArgs: apiServerArgs, EtcdArgs: etcdArgs}
+		APIServerArgs: o.APIServerArgs, EtcdArgs: o.EtcdArgs, Node: o.Node}
 	if log != nil {
 		opts.Log = log
 	}

@@ -64,8 +64,15 @@ func HTTPGet(addr, path string) (int, string, error) {
 // server's certificate is checked against roots, or not at all when roots is
 // nil (a self-signed certificate nobody can verify).
 func HTTPSGet(addr, path, token string, roots *x509.CertPool) (int, string, error) {
+	return HTTPSGetVia(nil, addr, path, token, roots)
+}
+
+// HTTPSGetVia is HTTPSGet with the connection made by dial (nil: the
+// ordinary dialer): the e2e tests reach a pod from inside the node's
+// network namespace with localcluster.DialNode.
+func HTTPSGetVia(dial func(ctx context.Context, network, addr string) (net.Conn, error), addr, path, token string, roots *x509.CertPool) (int, string, error) {
 	tlsConfig := &tls.Config{RootCAs: roots, InsecureSkipVerify: roots == nil}
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, DialContext: dial}}
 	defer client.CloseIdleConnections()
 	req, err := http.NewRequest(http.MethodGet, "https://"+addr+path, nil)
 	if err != nil {

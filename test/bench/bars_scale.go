@@ -1,0 +1,77 @@
+package main
+
+import "fmt"
+
+// scaleBars are issue 26's bars: live changes first through a restart and
+// a failover (at N ≥ largeN), and one replica at 100,000 Books.
+func scaleBars() []barSpec {
+	le := func(x float64) func(float64) bool { return func(v float64) bool { return v <= x } }
+	lt := func(x float64) func(float64) bool { return func(v float64) bool { return v < x } }
+	var out []barSpec
+	for _, kind := range []string{"restart", "failover"} {
+		failover := kind == "failover"
+		p99 := func(r *Round, config string) (float64, string, bool) {
+			x := r.liveRestart(config, failover)
+			if x == nil {
+				return 0, "", false
+			}
+			return max(x.CreateP99Ms, x.EditP99Ms), fmt.Sprintf("create %.0f ms, edit %.0f ms", x.CreateP99Ms, x.EditP99Ms), true
+		}
+		out = append(out,
+			barSpec{name: fmt.Sprintf("%s-live: ours p99 of create→Ready and edit→ConfigMap (ms)", kind), target: "≤ 1000 at N ≥ 50000",
+				ok: le(1000), minN: largeN, value: func(r *Round) (float64, string, bool) { return p99(r, "ours") }},
+			barSpec{name: fmt.Sprintf("%s-live: ours p99 / twin-tuned p99", kind), target: "< 1.0 at N ≥ 50000",
+				ok: lt(1.0), minN: largeN, value: func(r *Round) (float64, string, bool) {
+					a, fa, ok1 := p99(r, "ours")
+					b, fb, ok2 := p99(r, "twin-tuned")
+					if !ok1 || !ok2 || b == 0 {
+						return 0, "", false
+					}
+					return a / b, fa + " vs " + fb, true
+				}},
+			barSpec{name: fmt.Sprintf("%s-live: ours backfill / arrival order's (idle time)", kind), target: "≤ 1.1 at N ≥ 50000",
+				ok: le(1.1), minN: largeN, value: func(r *Round) (float64, string, bool) {
+					a, b := r.liveRestart("ours", failover), r.liveRestart("ours-fifo", failover)
+					if a == nil || b == nil || b.IdleSeconds == 0 {
+						return 0, "", false
+					}
+					return a.IdleSeconds / b.IdleSeconds, fmt.Sprintf("idle after %.2f s vs %.2f s", a.IdleSeconds, b.IdleSeconds), true
+				}},
+			barSpec{name: fmt.Sprintf("%s-live: converged objects ours wrote", kind), target: "= 0 in every round",
+				ok: le(0), everyRound: true, value: func(r *Round) (float64, string, bool) {
+					x := r.liveRestart("ours", failover)
+					if x == nil {
+						return 0, "", false
+					}
+					return float64(x.UntouchedWritten), fmt.Sprintf("of %d Books and their ConfigMaps, %d edited", x.N, x.Edits), true
+				}},
+		)
+	}
+	return append(out,
+		barSpec{name: "ours / twin-tuned (peak RSS, backlog) at 100,000", target: "≤ 0.7 at N ≥ 100000", ok: le(0.7), minN: 100000,
+			value: func(r *Round) (float64, string, bool) {
+				a, b := r.phase("ours-backlog"), r.phase("twin-tuned-backlog")
+				if a == nil || b == nil || b.PeakRSSBytes == 0 {
+					return 0, "", false
+				}
+				return float64(a.PeakRSSBytes) / float64(b.PeakRSSBytes), mib(a.PeakRSSBytes) + " vs " + mib(b.PeakRSSBytes), true
+			}},
+		barSpec{name: "restart over converged Books: idle after (s)", target: "≤ 15 at N ≥ 100000", ok: le(15), minN: 100000,
+			value: func(r *Round) (float64, string, bool) {
+				if r.Restart == nil {
+					return 0, "", false
+				}
+				return r.Restart.IdleSeconds, fmt.Sprintf("synced after %.2f s, %.0f writes", r.Restart.SyncedSeconds, r.Restart.Writes), true
+			}},
+	)
+}
+
+// liveRestart is the round's restart-live (or failover-live) run of config.
+func (r *Round) liveRestart(config string, failover bool) *LiveRestart {
+	for _, x := range r.LiveRestarts {
+		if x.Config == config && x.Failover == failover {
+			return x
+		}
+	}
+	return nil
+}
