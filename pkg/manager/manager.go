@@ -67,6 +67,9 @@ type Config struct {
 	// UIAddr serves the live view of the controller (pkg/ui); "" or "0"
 	// (the default) is off. With MetricsSecure it is served as the metrics.
 	UIAddr string
+	// UISourceURL is the base of the UI's links to this repository's
+	// files (a fork's, say); empty: the module path's home.
+	UISourceURL string
 	// EventQPS and EventBurst limit the Events this process sends; Events
 	// over the rate are dropped (see newEventRecorder). Zero
 	// means no limit.

@@ -32,7 +32,7 @@ func (m *manager) setUpUI() {
 	if m.cfg.UIAddr == "" || m.cfg.UIAddr == disabledAddr {
 		return
 	}
-	m.ui = ui.NewRecorder(ui.Options{Workers: m.cfg.Workers})
+	m.ui = ui.NewRecorder(ui.Options{Workers: m.cfg.Workers, SourceURL: m.cfg.UISourceURL})
 	m.cfg.Controller.Observer = m.ui
 }
 

@@ -33,6 +33,10 @@ type Options struct {
 	StepsPerBook int
 	// Workers is how many workers each controller runs, for the idle count.
 	Workers int
+	// SourceURL is where the page's links to this repository's files
+	// point: a path such as pkg/controller/handlers.go is appended to it.
+	// Empty: the page's own default, the module path's home.
+	SourceURL string
 	// now is the clock; tests set it.
 	now func() time.Time
 }

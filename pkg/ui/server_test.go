@@ -13,7 +13,7 @@ import (
 )
 
 func TestServerAnswersThePageAndTheAPI(t *testing.T) {
-	r := newTestRecorder(Options{Workers: 2})
+	r := newTestRecorder(Options{Workers: 2, SourceURL: "https://example.test/fork/blob/main/"})
 	travel(r, demo)
 	reg := prometheus.NewRegistry()
 	depth := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_depth"}, []string{"name"})
@@ -28,11 +28,16 @@ func TestServerAnswersThePageAndTheAPI(t *testing.T) {
 
 	if code, body := get(t, ts.URL+"/"); code != 200 || !strings.Contains(body, "cache.Reflector") {
 		t.Errorf("GET /: %d, page names no cache.Reflector", code)
+	} else if !strings.Contains(body, `data-path="pkg/controller/handlers.go"`) {
+		t.Errorf("GET /: the handlers' box has no data-path for --ui-source-url to rewrite")
 	}
 	var s Snapshot
 	code, body := get(t, ts.URL+"/api/snapshot")
 	if err := json.Unmarshal([]byte(body), &s); code != 200 || err != nil {
 		t.Fatalf("GET /api/snapshot: %d %v", code, err)
+	}
+	if s.SourceURL != "https://example.test/fork/blob/main/" {
+		t.Errorf("snapshot sourceURL %q, want the Recorder's", s.SourceURL)
 	}
 	if s.Queue.Depth != 7 || !s.Leadership.Leading || s.Leadership.Leases["book-controller"] != true {
 		t.Errorf("snapshot: depth %v, leadership %+v; want 7 and the Lease held", s.Queue.Depth, s.Leadership)

@@ -11,7 +11,10 @@ import (
 // Snapshot is every figure the page draws: GET /api/snapshot, and each
 // Server-Sent Event.
 type Snapshot struct {
-	Time      time.Time                  `json:"time"`
+	Time time.Time `json:"time"`
+	// SourceURL is the base of the page's links to source files
+	// (--ui-source-url); empty: the page's default.
+	SourceURL string                     `json:"sourceURL,omitempty"`
 	Informers map[string]InformerFigures `json:"informers"`
 	Handlers  map[string]int64           `json:"handlers"`
 	Queue     QueueFigures               `json:"queue"`
@@ -116,7 +119,7 @@ const recentBooks = 50
 // manager's Prometheus registries) supplies the queue's and the Leases'.
 func (r *Recorder) Snapshot(gather prometheus.Gatherer) Snapshot {
 	now := r.opts.now()
-	s := Snapshot{Time: now.UTC(), Informers: map[string]InformerFigures{}, Handlers: map[string]int64{}}
+	s := Snapshot{Time: now.UTC(), SourceURL: r.opts.SourceURL, Informers: map[string]InformerFigures{}, Handlers: map[string]int64{}}
 	r.countEvents(&s)
 	r.snapshotLocked(&s, now.UnixNano())
 	if gather != nil {

@@ -175,6 +175,13 @@ function drawJourney(j) {
   }));
 }
 
+// linkSources points the boxes' links to this repository's files at
+// --ui-source-url, when the controller was given one.
+function linkSources(base) {
+  if (!base) return;
+  for (const a of document.querySelectorAll("a[data-path]")) a.href = base + a.dataset.path;
+}
+
 function connect() {
   if (source) source.close();
   const url = picked ? `api/events?book=${encodeURIComponent(picked)}` : "api/events";
@@ -183,6 +190,7 @@ function connect() {
   source.onerror = () => { $("status").textContent = "reconnecting…"; $("status").className = "off"; };
   source.onmessage = (msg) => {
     const u = JSON.parse(msg.data);
+    linkSources(u.snapshot.sourceURL);
     drawPipeline(u.snapshot);
     drawBooks(u.snapshot.books || []);
     if (u.journey) drawJourney(u.journey);
