@@ -88,9 +88,13 @@ tools: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl (unles
 test: tools ## Unit tests (-race) and integration tests against a local control plane.
 	hack/test.sh $(TESTFLAGS)
 
+# Where make run serves the live view of the controller (docs/ui.md).
+UI_ADDR ?= 127.0.0.1:8082
+
 .PHONY: run
-run: ## Run the controller from source against $KUBECONFIG (default: the local cluster).
-	go run $(GO_BUILD_FLAGS) ./cmd/controller --kubeconfig "$(KUBECONFIG)"
+run: ## Run the controller from source against $KUBECONFIG (default: the local cluster), live view on $(UI_ADDR).
+	@echo "Live view of the controller: http://$(UI_ADDR)/ (docs/ui.md)"
+	go run $(GO_BUILD_FLAGS) ./cmd/controller --kubeconfig "$(KUBECONFIG)" --ui-bind-address "$(UI_ADDR)"
 
 .PHONY: install
 install: ## Install the Book CRD into the cluster of $KUBECONFIG.
@@ -136,6 +140,10 @@ twin-run: ## Run the controller-runtime twin against $KUBECONFIG (default: the l
 .PHONY: test-alerts
 test-alerts: ## promtool check rules + test rules for manifests/components/prometheus (first run builds promtool: minutes).
 	cd hack/tools/promtool && GOWORK=off go test -count=1 -timeout 40m $(TESTFLAGS) ./...
+
+.PHONY: test-ui
+test-ui: tools ## Browser test of the live view (test/ui): headless Chromium (installed with apt-get when missing) against the controller on a local control plane; screenshots in _output/ui/.
+	hack/test-ui.sh $(TESTFLAGS)
 
 .PHONY: parity
 parity: tools ## Run this controller and the twin through the same scenarios and compare (part of make test).

@@ -30,6 +30,8 @@ LOG_FILE="$DEMO_DIR/controller.log"
 KUBECTL_LOG="$DEMO_DIR/kubectl-build.log"
 KUBECTL_PID="$DEMO_DIR/kubectl-build.pid"
 STARTED_CLUSTER="$DEMO_DIR/started-local-cluster"
+# The live view of the controller (docs/ui.md), on loopback only.
+UI_ADDR="${UI_ADDR:-127.0.0.1:8082}"
 
 # Bold headings on a terminal; plain lines in logs and CI.
 if [[ -t 1 ]]; then
@@ -153,7 +155,7 @@ up() {
     say "The controller is already running (pid $(cat "$PID_FILE"))"
   else
     say "Starting the controller (log: ${LOG_FILE#"$ROOT"/})"
-    nohup "$BIN_DIR/book-controller" --kubeconfig "$KUBECONFIG" >"$LOG_FILE" 2>&1 &
+    nohup "$BIN_DIR/book-controller" --kubeconfig "$KUBECONFIG" --ui-bind-address "$UI_ADDR" >"$LOG_FILE" 2>&1 &
     echo $! >"$PID_FILE"
   fi
 
@@ -164,16 +166,31 @@ up() {
   say "Every Book Ready $((SECONDS - start)) s after make demo started"
 
   kubectl_for_user "$(hack/build-tools.sh --print-dir)"
+  # Stopping the API server is for the local cluster only.
+  local outage="  (on the local cluster: hack/local-up.sh apiserver-stop, then apiserver-start; docs/tour.md)"
+  if [[ "$KUBECONFIG" == "$LOCAL_KUBECONFIG" ]]; then
+    outage="  hack/local-up.sh apiserver-stop    # requests <error> grow ever slower: each Reflector's watch retries back off (0.8 s doubling to 30 s)
+  hack/local-up.sh apiserver-start   # the watches come back within their backoff"
+  fi
   cat <<MSG
 
-The controller is running in the background. Poke at it:
+The controller is running in the background. Watch its machinery live:
+  http://$UI_ADDR/        # informers → handlers → queue → workers → sync (docs/ui.md)
+Poke at it, and watch each step there (type default/book-sample in the page):
   export KUBECONFIG=$KUBECONFIG${kubectl_note}
   alias kubectl=$kubectl   # a kubectl that matches the cluster's version
   kubectl get books                                   # Title, Price, Ready, Age
-  kubectl patch book book-sample --type merge -p '{"spec":{"price":120}}'
+  kubectl patch book book-sample --type merge -p '{"spec":{"price":120}}'   # a Book travels
   kubectl get configmap book-sample -o yaml           # price follows the Book
+  kubectl patch configmap book-sample --type merge -p '{"data":{"price":"1"}}'  # repaired at once
   kubectl delete configmap book-sample                # the controller recreates it
   kubectl apply -f manifests/examples/invalid/negative-price.yaml   # rejected by the schema
+$outage
+  # The work queue's retries back off: a full ConfigMap quota refuses a new Book's ConfigMap
+  kubectl create quota configmaps-full --hard=count/configmaps=\$(kubectl get configmaps -o name | wc -l)
+  sed 's/name: book-sample/name: book-quota/' manifests/examples/book-sample.yaml | kubectl apply -f -
+  #   type default/book-quota in the page: sync error (refused: ConfigMapQuotaExceeded), retry after 5 ms, 10 ms, 20 ms, … (capped at 30 s)
+  kubectl delete quota configmaps-full                # Ready again within 30 s
   tail -f ${LOG_FILE#"$ROOT"/}
 Stop everything with: make demo-down
 MSG

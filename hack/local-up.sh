@@ -8,6 +8,8 @@
 #                            installs runc with apt-get when missing; needs root)
 #   hack/local-up.sh down    stop exactly the processes "up" started; remove the data
 #   hack/local-up.sh status  exit 0 running, 1 partly running, 3 not running
+#   hack/local-up.sh apiserver-stop | apiserver-start
+#                            kill kube-apiserver as a crash would; start it again
 #
 # Data, kubeconfig, logs and pid files: $LOCAL_CLUSTER_DIR, default
 # _output/local-cluster. This is a thin wrapper: the logic and every process
@@ -18,9 +20,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="${LOCAL_CLUSTER_DIR:-$ROOT/_output/local-cluster}"
 
 case "${1:-}" in
-up | down | status) ;;
+up | down | status | apiserver-stop | apiserver-start) ;;
 *)
-	echo "usage: $0 up [--node]|down|status" >&2
+	echo "usage: $0 up [--node]|down|status|apiserver-stop|apiserver-start" >&2
 	exit 2
 	;;
 esac
@@ -29,7 +31,7 @@ if [[ "${2:-}" == --node ]]; then
 	"$ROOT/hack/install-runc.sh"
 	flags+=(-node)
 elif [[ -n "${2:-}" ]]; then
-	echo "usage: $0 up [--node]|down|status" >&2
+	echo "usage: $0 up [--node]|down|status|apiserver-stop|apiserver-start" >&2
 	exit 2
 fi
 

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -88,6 +89,10 @@ func (o *options) serverFlags(fs *pflag.FlagSet) {
 		`Address to serve /healthz and /readyz on; "0" turns it off.`)
 	fs.StringVar(&o.mgr.PprofAddr, "pprof-bind-address", o.mgr.PprofAddr,
 		`Address to serve Go profiles on /debug/pprof/ (net/http/pprof), e.g. "127.0.0.1:6060"; "0" turns it off. Unauthenticated: bind it to localhost.`)
+	fs.StringVar(&o.mgr.UISourceURL, "ui-source-url", o.mgr.UISourceURL,
+		`With --ui-bind-address: where the live view's links to this repository's files point (a path such as pkg/controller/handlers.go is appended), e.g. "https://github.com/you/book-controller/blob/main/"; empty: https://ydzs.io/book-controller/blob/main/.`)
+	fs.StringVar(&o.mgr.UIAddr, "ui-bind-address", o.mgr.UIAddr,
+		`Address to serve the live view of the controller on (docs/ui.md), e.g. "127.0.0.1:8082"; "0" turns it off. It shows Books and the controller's internals: bind it to localhost, or add --metrics-secure to serve it as the metrics are.`)
 }
 
 // leaderElectionFlags registers the --leader-elect flags.
@@ -215,6 +220,23 @@ func (o *options) validate() error {
 		return fmt.Errorf("--metrics-cert-dir %q is only used with --metrics-secure: add --metrics-secure, or drop --metrics-cert-dir", m.MetricsCertDir)
 	case m.Namespace != "" && len(m.Namespace) > 63:
 		return fmt.Errorf("--namespace %q is longer than 63 characters and cannot name a namespace", m.Namespace)
+	}
+	return o.validateUISourceURL()
+}
+
+// validateUISourceURL checks --ui-source-url, and ends it with a slash so
+// that a file's path can be appended.
+func (o *options) validateUISourceURL() error {
+	u := o.mgr.UISourceURL
+	if u == "" {
+		return nil
+	}
+	parsed, err := url.Parse(u)
+	if err != nil || (parsed.Scheme != "https" && parsed.Scheme != "http") || parsed.Host == "" {
+		return fmt.Errorf("--ui-source-url %q: want an absolute http(s) URL such as https://github.com/you/book-controller/blob/main/", u)
+	}
+	if !strings.HasSuffix(u, "/") {
+		o.mgr.UISourceURL = u + "/"
 	}
 	return nil
 }

@@ -139,6 +139,17 @@ func TestParseMetricsSecure(t *testing.T) {
 	}
 }
 
+// --ui-source-url gets the slash a file's path is appended after.
+func TestParseUISourceURL(t *testing.T) {
+	if o := parseOK(t); o.mgr.UISourceURL != "" {
+		t.Errorf("default --ui-source-url %q, want empty (the page's own)", o.mgr.UISourceURL)
+	}
+	o := parseOK(t, "--ui-source-url", "https://github.com/you/book-controller/blob/main")
+	if want := "https://github.com/you/book-controller/blob/main/"; o.mgr.UISourceURL != want {
+		t.Errorf("--ui-source-url: got %q, want %q", o.mgr.UISourceURL, want)
+	}
+}
+
 // A flag's value is the next argument even when it begins with a dash: it is
 // never taken for a flag itself.
 func TestParseDashValue(t *testing.T) {
@@ -193,6 +204,8 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"--shards=3", "--leader-elect", "--namespace=a"}, `drop --namespace "a"`},
 		{[]string{"--metrics-cert-dir=/certs"}, "--metrics-secure"},
 		{[]string{"--metrics-secure=maybe"}, "--metrics-secure"},
+		{[]string{"--ui-source-url=github.com/you/book-controller"}, "--ui-source-url"},
+		{[]string{"--ui-source-url=file:///src/"}, "absolute http(s) URL"},
 		{[]string{"--kubeconfig"}, "--kubeconfig"}, // no value at all
 		{[]string{"-kubeconfig"}, "kubeconfig"},
 		{[]string{"--bogus"}, "--bogus"},

@@ -5,10 +5,14 @@
 //
 // Usage:
 //
-//	local-cluster [-dir DIR] [-bin-dir DIR] [-node] up|down|status
+//	local-cluster [-dir DIR] [-bin-dir DIR] [-node] up|down|status|apiserver-stop|apiserver-start
 //
 // -node adds a real node (containerd, kubelet, kube-scheduler, a registry
 // on localhost:5000): see pkg/localcluster Options.Node.
+//
+// apiserver-stop kills kube-apiserver as a crash would, and apiserver-start
+// starts it again on the same port and data: to watch a controller's
+// retries back off (docs/ui.md).
 //
 // status exits 0 when the cluster runs, 1 when only part of it runs, and 3
 // when it does not run (the LSB convention).
@@ -42,7 +46,7 @@ func main() {
 	node := flag.Bool("node", false, "add a node that runs pods: kube-scheduler, containerd, kubelet, a registry on "+localcluster.RegistryHost+" (needs root and runc)")
 	timeout := flag.Duration("timeout", 15*time.Minute, "how long up may take, including a cold build of the binaries")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] up|down|status\n", filepath.Base(os.Args[0]))
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] up|down|status|apiserver-stop|apiserver-start\n", filepath.Base(os.Args[0]))
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -63,6 +67,10 @@ func main() {
 		err = down(abs)
 	case "status":
 		os.Exit(status(abs))
+	case "apiserver-stop", "apiserver-start":
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		defer cancel()
+		err = apiServer(ctx, abs, flag.Arg(0) == "apiserver-start")
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -164,6 +172,26 @@ func down(dir string) error {
 	} else {
 		fmt.Printf("local cluster stopped (%s); removed %s\n", describe(pids), dir)
 	}
+	return nil
+}
+
+// apiServer kills kube-apiserver, or starts it again, in the cluster of dir.
+func apiServer(ctx context.Context, dir string, start bool) error {
+	c, err := localcluster.Attach(dir)
+	if err != nil {
+		return err
+	}
+	if !start {
+		if err := c.KillAPIServer(); err != nil {
+			return err
+		}
+		fmt.Println("kube-apiserver stopped; start it again with: hack/local-up.sh apiserver-start")
+		return nil
+	}
+	if err := c.StartAPIServer(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("kube-apiserver running again: %s\n", c.RESTConfig().Host)
 	return nil
 }
 

@@ -71,6 +71,9 @@ type Options struct {
 	// FIFOQueue turns the live-first order off (livefirst.go): keys are
 	// handed out in arrival order, as client-go's queue does by default.
 	FIFOQueue bool
+	// Observer, when set, is told each step of each Book's way through the
+	// controller (observer.go); nil, the default, costs nothing.
+	Observer Observer
 }
 
 // Result tells the worker loop what to do with a key after a successful
@@ -113,6 +116,8 @@ type Controller struct {
 	ownWrites *ownWrites
 	// notReady times the Books that are not Ready, for the alert (notready.go).
 	notReady *notReadyBooks
+	// observer is Options.Observer, nil when nobody watches; set by New.
+	observer Observer
 
 	// aborted ends when Abort is called, with its cause; see Abort.
 	aborted context.Context
@@ -135,6 +140,9 @@ func New(
 	opts Options,
 ) (*Controller, error) {
 	opts = withDefaults(opts)
+	if opts.Observer != nil {
+		opts.RateLimiter = observingRateLimiter{TypedRateLimiter: opts.RateLimiter, observer: opts.Observer}
+	}
 	c := &Controller{
 		kubeClient:      kubeClient,
 		bookClient:      bookClient,
@@ -146,9 +154,11 @@ func New(
 		cacheLagRecheck: defaultCacheLagRecheck,
 		drainTimeout:    opts.DrainTimeout,
 		notReady:        newNotReadyBooks(),
+		observer:        opts.Observer,
 	}
 	c.queue, c.order = newQueue(opts)
-	c.ownWrites = newOwnWrites(bookInformer.Informer().GetStore(), configMapInformer.Informer().GetStore(), c.enqueue)
+	c.ownWrites = newOwnWrites(bookInformer.Informer().GetStore(), configMapInformer.Informer().GetStore(), c.release)
+	c.ownWrites.observer = opts.Observer
 	c.aborted, c.abort = context.WithCancelCause(context.Background())
 	c.syncHandler = c.syncBook
 	metrics.InitController(Name)
@@ -217,6 +227,15 @@ func (c *Controller) watch(books, configMaps cache.SharedIndexInformer) error {
 		return fmt.Errorf("registering ConfigMap event handler: %w", err)
 	}
 	c.booksSynced, c.configMapsSynced = bookReg.HasSynced, cmReg.HasSynced
+	if c.observer == nil {
+		return nil
+	}
+	if err := c.observeRelists(books, BooksInformer); err != nil {
+		return fmt.Errorf("watching the Book informer's relists: %w", err)
+	}
+	if err := c.observeRelists(configMaps, ConfigMapsInformer); err != nil {
+		return fmt.Errorf("watching the ConfigMap informer's relists: %w", err)
+	}
 	return nil
 }
 
@@ -282,8 +301,8 @@ func (c *Controller) startWorkers(ctx context.Context, n int) *workerPool {
 	workerCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	pool := &workerPool{cancel: cancel}
 	klog.FromContext(ctx).Info("Starting workers", "count", n)
-	for range n {
-		pool.wg.Go(func() { c.runWorker(workerCtx) })
+	for i := range n {
+		pool.wg.Go(func() { c.runWorker(workerCtx, i) })
 	}
 	return pool
 }
@@ -357,36 +376,45 @@ func (c *Controller) HasSynced() bool {
 // runWorker drains the queue until it shuts down, or until its context is
 // cancelled (Abort, drain timeout): then the keys left are not synced at all,
 // rather than each failing on the cancelled context.
-func (c *Controller) runWorker(ctx context.Context) {
-	for ctx.Err() == nil && c.processNextWorkItem(ctx) {
+func (c *Controller) runWorker(ctx context.Context, worker int) {
+	for ctx.Err() == nil && c.processNextWorkItem(ctx, worker) {
 	}
 }
 
 // processNextWorkItem takes one key, syncs it and hands the outcome to
 // reconcileHandler. Done always releases the key, so that events that
-// arrived meanwhile get processed.
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+// arrived meanwhile get processed. worker numbers the worker, for the
+// Observer.
+func (c *Controller) processNextWorkItem(ctx context.Context, worker int) bool {
 	key, shutdown := c.queue.Get()
 	if shutdown {
 		return false
 	}
 	defer c.queue.Done(key)
 
+	if c.observer != nil {
+		c.observer.WorkerBusy(worker, key)
+	}
 	metrics.ActiveWorkers.WithLabelValues(Name).Inc()
 	start := time.Now()
 	res, err := c.syncRecovering(ctx, key)
-	metrics.ReconcileTime.WithLabelValues(Name).Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	metrics.ReconcileTime.WithLabelValues(Name).Observe(took.Seconds())
 	metrics.ActiveWorkers.WithLabelValues(Name).Dec()
-	c.reconcileHandler(ctx, key, res, err)
+	result, refusal := c.reconcileHandler(ctx, key, res, err)
+	if c.observer != nil {
+		c.observer.Synced(SyncOutcome{Worker: worker, Key: key, Result: result, Refusal: refusal, Err: err,
+			RequeueAfter: res.RequeueAfter, Duration: took})
+	}
 	return true
 }
 
 // reconcileHandler is the one place where a sync's outcome becomes a queue
 // call and a reconcile-metric label, as in controller-runtime's
 // reconcileHandler. Forget resets the key's backoff; AddRateLimited retries
-// it after that backoff, which doubles per failure.
-func (c *Controller) reconcileHandler(ctx context.Context, key cache.ObjectName, res Result, err error) {
-	var result string
+// it after that backoff, which doubles per failure. It returns the label,
+// and the Ready reason of a refused write (for the Observer).
+func (c *Controller) reconcileHandler(ctx context.Context, key cache.ObjectName, res Result, err error) (result, refusal string) {
 	var refused *refusalError
 	switch {
 	case err == nil && res.RequeueAfter > 0:
@@ -412,6 +440,7 @@ func (c *Controller) reconcileHandler(ctx context.Context, key cache.ObjectName,
 		klog.FromContext(ctx).V(1).Info("API server refused the write; retrying with backoff", "key", key, "reason", refused.reason, "err", err)
 		c.queue.AddRateLimited(key)
 		c.queue.AddAfter(key, c.conflictRecheck)
+		refusal = refused.reason
 	default:
 		result = metrics.ResultError
 		metrics.ReconcileErrors.WithLabelValues(Name).Inc()
@@ -419,6 +448,7 @@ func (c *Controller) reconcileHandler(ctx context.Context, key cache.ObjectName,
 		c.queue.AddRateLimited(key)
 	}
 	metrics.ReconcileTotal.WithLabelValues(Name, result).Inc()
+	return result, refusal
 }
 
 // syncRecovering calls syncHandler and turns a panic into an error, so one bad

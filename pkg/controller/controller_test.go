@@ -46,7 +46,7 @@ func TestProcessNextWorkItemSuccessForgetsKey(t *testing.T) {
 	}
 	poll.Eventually(t, "the rate-limited key", pollInterval, pollTimeout, queueLength(f.c.queue, 1))
 
-	if !f.c.processNextWorkItem(t.Context()) {
+	if !f.c.processNextWorkItem(t.Context(), 0) {
 		t.Fatal("processNextWorkItem returned false on a live queue")
 	}
 	if !slices.Equal(got, []cache.ObjectName{key}) {
@@ -83,7 +83,7 @@ func TestProcessNextWorkItemRequeuesFailures(t *testing.T) {
 			f.c.syncHandler = tt.sync
 			f.c.queue.Add(key)
 
-			if !f.c.processNextWorkItem(t.Context()) {
+			if !f.c.processNextWorkItem(t.Context(), 0) {
 				t.Fatal("processNextWorkItem returned false; the worker would stop")
 			}
 			if n := f.c.queue.NumRequeues(key); n != 1 {
@@ -115,7 +115,7 @@ func TestWorkerSurvivesPanic(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		f.c.runWorker(t.Context())
+		f.c.runWorker(t.Context(), 0)
 	}()
 
 	poll.Eventually(t, "the retry after the panic", pollInterval, pollTimeout, func(context.Context) error {
@@ -140,7 +140,7 @@ func TestWorkerSurvivesPanic(t *testing.T) {
 func TestProcessNextWorkItemAfterShutdown(t *testing.T) {
 	f := newFixture(t, Options{})
 	f.c.queue.ShutDown()
-	if f.c.processNextWorkItem(t.Context()) {
+	if f.c.processNextWorkItem(t.Context(), 0) {
 		t.Error("processNextWorkItem returned true on a shut-down queue")
 	}
 }
@@ -317,7 +317,7 @@ func TestProcessNextWorkItemRequeueAfter(t *testing.T) {
 	f.c.queue.AddRateLimited(key) // an earlier failure's backoff
 	poll.Eventually(t, "the rate-limited key", pollInterval, pollTimeout, queueLength(f.c.queue, 1))
 
-	if !f.c.processNextWorkItem(t.Context()) {
+	if !f.c.processNextWorkItem(t.Context(), 0) {
 		t.Fatal("processNextWorkItem returned false on a live queue")
 	}
 	if n := f.c.queue.NumRequeues(key); n != 0 {

@@ -15,23 +15,26 @@ import (
 
 // bookEventHandler enqueues the Book itself for every real change that is
 // not the echo of our own status write (ownWrites.IsEcho). Books of the
-// informer's initial list queue behind live changes (livefirst.go).
+// informer's initial list queue behind live changes (livefirst.go). Each
+// decision is told to the Observer, if any (observer.go).
 func (c *Controller) bookEventHandler() cache.ResourceEventHandlerDetailedFuncs {
 	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, isInInitialList bool) { c.enqueueObject(obj, isInInitialList) },
+		AddFunc: func(obj any, isInInitialList bool) { c.enqueueObject(obj, EventAdd, isInInitialList) },
 		UpdateFunc: func(oldObj, newObj any) {
 			if sameResourceVersion(oldObj, newObj) {
 				// A periodic resync replays the cache; nothing changed, so a
 				// converged Book needs no work.
+				c.observeObject(BooksInformer, EventUpdate, false, newObj, DecisionResync)
 				return
 			}
 			if book, ok := newObj.(metav1.Object); ok &&
 				c.ownWrites.IsEcho(cache.MetaObjectToName(book), booksResource, book.GetResourceVersion()) {
+				c.observeObject(BooksInformer, EventUpdate, false, newObj, DecisionEcho)
 				return
 			}
-			c.enqueueObject(newObj, false)
+			c.enqueueObject(newObj, EventUpdate, false)
 		},
-		DeleteFunc: func(obj any) { c.enqueueObject(obj, false) },
+		DeleteFunc: func(obj any) { c.enqueueObject(obj, EventDelete, false) },
 	}
 }
 
@@ -46,55 +49,90 @@ func (c *Controller) bookEventHandler() cache.ResourceEventHandlerDetailedFuncs 
 // went unheard, and a recreated Book waited for the conflict recheck.)
 func (c *Controller) configMapEventHandler() cache.ResourceEventHandlerDetailedFuncs {
 	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: c.enqueueBookOfChangedConfigMap,
+		AddFunc: func(obj any, isInInitialList bool) { c.enqueueBookOfChangedConfigMap(obj, EventAdd, isInInitialList) },
 		UpdateFunc: func(oldObj, newObj any) {
 			if sameResourceVersion(oldObj, newObj) {
+				c.observeObject(ConfigMapsInformer, EventUpdate, false, newObj, DecisionResync)
 				return
 			}
-			c.enqueueBookOfChangedConfigMap(newObj, false)
+			c.enqueueBookOfChangedConfigMap(newObj, EventUpdate, false)
 		},
-		DeleteFunc: func(obj any) { c.enqueueBookOfConfigMap(obj, false) },
+		DeleteFunc: func(obj any) { c.enqueueBookOfConfigMap(obj, EventDelete, false) },
 	}
 }
 
 // enqueueBookOfChangedConfigMap is enqueueBookOfConfigMap for an added or
 // updated ConfigMap, unless it is as our last write left it.
-func (c *Controller) enqueueBookOfChangedConfigMap(obj any, isInInitialList bool) {
+func (c *Controller) enqueueBookOfChangedConfigMap(obj any, typ EventType, isInInitialList bool) {
 	if cm, ok := obj.(*cachedConfigMap); ok &&
 		c.ownWrites.IsEcho(cache.ObjectName{Namespace: cm.namespace, Name: cm.name}, configMapsResource, cm.resourceVersion) {
+		c.observeObject(ConfigMapsInformer, typ, isInInitialList, obj, DecisionEcho)
 		return
 	}
-	c.enqueueBookOfConfigMap(obj, isInInitialList)
+	c.enqueueBookOfConfigMap(obj, typ, isInInitialList)
 }
 
 // enqueueObject adds the key of a Book, or of the Book inside a deletion
 // tombstone, to the queue.
-func (c *Controller) enqueueObject(obj any, isInInitialList bool) {
+func (c *Controller) enqueueObject(obj any, typ EventType, isInInitialList bool) {
 	key, err := cache.DeletionHandlingObjectToName(obj)
 	if err != nil {
 		utilruntime.HandleError(err)
+		c.observe(BooksInformer, typ, isInInitialList, key, "", DecisionInvalid)
 		return
 	}
+	c.observeObject(BooksInformer, typ, isInInitialList, obj, DecisionEnqueued)
 	c.enqueueFrom(key, isInInitialList)
 }
 
 // enqueueBookOfConfigMap adds the key of the Book named like a ConfigMap, or
 // like the ConfigMap inside a deletion tombstone.
-func (c *Controller) enqueueBookOfConfigMap(obj any, isInInitialList bool) {
+func (c *Controller) enqueueBookOfConfigMap(obj any, typ EventType, isInInitialList bool) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
 	cm, ok := obj.(*cachedConfigMap)
 	if !ok {
 		utilruntime.HandleError(errUnexpectedObject(obj))
+		c.observe(ConfigMapsInformer, typ, isInInitialList, cache.ObjectName{}, "", DecisionInvalid)
 		return
 	}
-	c.enqueueFrom(cache.ObjectName{Namespace: cm.namespace, Name: cm.name}, isInInitialList)
+	key := cache.ObjectName{Namespace: cm.namespace, Name: cm.name}
+	c.observe(ConfigMapsInformer, typ, isInInitialList, key, cm.resourceVersion, DecisionEnqueued)
+	c.enqueueFrom(key, isInInitialList)
 }
 
-// enqueue queues a key for a live change. ownWrites also calls it, late, for
-// an event it held back while our write was in flight.
+// enqueue queues a key for a live change.
 func (c *Controller) enqueue(key cache.ObjectName) { c.enqueueFrom(key, false) }
+
+// release queues a Book whose event ownWrites held back while our write was
+// in flight, once the write's answer showed the event was not its echo: a
+// live change.
+func (c *Controller) release(key cache.ObjectName) {
+	c.observe("", EventReleased, false, key, "", DecisionEnqueued)
+	c.enqueue(key)
+}
+
+// observeObject reports a handler's decision on obj, a Book, a cached
+// ConfigMap or a tombstone of either, when there is an observer. The key
+// and resourceVersion are worked out only then.
+func (c *Controller) observeObject(informer Informer, typ EventType, initial bool, obj any, d Decision) {
+	if c.observer == nil {
+		return
+	}
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	var key cache.ObjectName
+	switch o := obj.(type) {
+	case *cachedConfigMap:
+		key = cache.ObjectName{Namespace: o.namespace, Name: o.name}
+	case metav1.Object:
+		key = cache.MetaObjectToName(o)
+	}
+	rv, _ := resourceVersionOf(obj)
+	c.observe(informer, typ, initial, key, rv, d)
+}
 
 // enqueueFrom is the handlers' one queue call. Add does nothing for a key
 // already queued, and marks a key being synced to be synced again once the

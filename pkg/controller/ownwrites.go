@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -51,6 +52,10 @@ type ownWrites struct {
 	// a write that proves not to be its echo. Called by the worker that made
 	// the write, outside mu.
 	release func(cache.ObjectName)
+
+	// observer, if not nil, is told each write's answer; set once by New
+	// before any write, read by the workers.
+	observer Observer
 
 	// mu guards books. Writers: the workers (Begin, Wrote, Failed,
 	// CacheBehind, Forget); readers and writers: the informers' handler
@@ -128,10 +133,12 @@ func newOwnWrites(books, configMaps storeVersion, release func(cache.ObjectName)
 
 // ownWrite sends one of our writes of resource r for book through the
 // tracker: events of r for the Book are held back while it is in flight, and
-// its resourceVersion is remembered once the API server took it.
-func ownWrite[T interface{ GetResourceVersion() string }](w *ownWrites, book *webappv1.Book, r resource, send func() (T, error)) (T, error) {
+// its resourceVersion is remembered once the API server took it. verb
+// names the write for the Observer.
+func ownWrite[T interface{ GetResourceVersion() string }](w *ownWrites, book *webappv1.Book, r resource, verb string, send func() (T, error)) (T, error) {
 	key, uid := cache.MetaObjectToName(book), book.UID
 	w.begin(key, uid, r)
+	start := time.Now()
 	done := false
 	defer func() {
 		// Also after a panic in send: a write left in flight would hold
@@ -141,6 +148,13 @@ func ownWrite[T interface{ GetResourceVersion() string }](w *ownWrites, book *we
 		}
 	}()
 	obj, err := send()
+	if w.observer != nil {
+		rv := ""
+		if err == nil {
+			rv = obj.GetResourceVersion()
+		}
+		w.observer.Wrote(APIWrite{Key: key, Resource: r.String(), Verb: verb, ResourceVersion: rv, Err: err, Duration: time.Since(start)})
+	}
 	if err != nil {
 		return obj, err
 	}

@@ -174,7 +174,7 @@ func TestRefusalIsRetriedWithinTheRecheck(t *testing.T) {
 	before := testutil.ToFloat64(metrics.ReconcileTotal.WithLabelValues(Name, metrics.ResultError))
 	for i := 1; i <= 2; i++ {
 		f.c.queue.Add(key)
-		if !f.c.processNextWorkItem(t.Context()) {
+		if !f.c.processNextWorkItem(t.Context(), 0) {
 			t.Fatal("processNextWorkItem returned false on a live queue")
 		}
 		if n := f.c.queue.NumRequeues(key); n != i {

@@ -51,7 +51,7 @@ func TestSyncInTerminatingNamespaceIsNotRetried(t *testing.T) {
 
 	// Through the worker: the key is forgotten, not requeued.
 	f.c.queue.Add(bookKey("demo"))
-	if !f.c.processNextWorkItem(t.Context()) {
+	if !f.c.processNextWorkItem(t.Context(), 0) {
 		t.Fatal("processNextWorkItem returned false on a live queue")
 	}
 	if n := f.c.queue.NumRequeues(bookKey("demo")); n != 0 {

@@ -99,7 +99,13 @@ func (c *Controller) resultFor(ready metav1.Condition) Result {
 func (c *Controller) waitForCache(ctx context.Context, key cache.ObjectName, behind error) Result {
 	klog.FromContext(ctx).V(4).Info("Cache behind our own write; waiting for its event", "book", key, "reason", behind)
 	var stale *staleCacheError
-	if errors.As(behind, &stale) && stale.Resource == configMapsResource {
+	if !errors.As(behind, &stale) {
+		return Result{}
+	}
+	if c.observer != nil {
+		c.observer.CacheWait(key, stale.Resource.String(), stale.Written, stale.Read)
+	}
+	if stale.Resource == configMapsResource {
 		return Result{RequeueAfter: c.cacheLagRecheck}
 	}
 	return Result{}
@@ -149,7 +155,7 @@ func judgeConfigMap(book *webappv1.Book, observed *cachedConfigMap, desired *cor
 // somebody else's, or ours with the label removed. The server's AlreadyExists
 // answer tells, and the repair's live read shows whose it is.
 func (c *Controller) createConfigMap(ctx context.Context, book *webappv1.Book, desired *corev1.ConfigMap) (metav1.Condition, error) {
-	created, err := ownWrite(c.ownWrites, book, configMapsResource, func() (*corev1.ConfigMap, error) {
+	created, err := ownWrite(c.ownWrites, book, configMapsResource, verbCreate, func() (*corev1.ConfigMap, error) {
 		return c.kubeClient.CoreV1().ConfigMaps(book.Namespace).Create(ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
 	})
 	if apierrors.IsAlreadyExists(err) {
@@ -180,7 +186,7 @@ func (c *Controller) repairConfigMap(ctx context.Context, book *webappv1.Book, d
 	if ready, repair, err := judgeConfigMap(book, projectConfigMap(live), desired); !repair {
 		return ready, err
 	}
-	updated, err := ownWrite(c.ownWrites, book, configMapsResource, func() (*corev1.ConfigMap, error) {
+	updated, err := ownWrite(c.ownWrites, book, configMapsResource, verbUpdate, func() (*corev1.ConfigMap, error) {
 		return client.Update(ctx, repairedConfigMap(live, desired), metav1.UpdateOptions{FieldManager: FieldManager})
 	})
 	if err != nil {
@@ -201,7 +207,7 @@ func (c *Controller) syncStatus(ctx context.Context, book *webappv1.Book, ready 
 	}
 	updated := book.DeepCopy()
 	updated.Status = status
-	_, err := ownWrite(c.ownWrites, book, booksResource, func() (*webappv1.Book, error) {
+	_, err := ownWrite(c.ownWrites, book, booksResource, verbUpdateStatus, func() (*webappv1.Book, error) {
 		return c.bookClient.WebappV1().Books(book.Namespace).UpdateStatus(ctx, updated,
 			metav1.UpdateOptions{FieldManager: FieldManager})
 	})

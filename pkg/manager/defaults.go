@@ -91,6 +91,7 @@ func Defaults() Config {
 		MetricsAddr: defaultMetricsAddr,
 		ProbeAddr:   defaultProbeAddr,
 		PprofAddr:   defaultPprofAddr,
+		UIAddr:      disabledAddr,
 		EventQPS:    defaultEventQPS,
 		EventBurst:  defaultEventBurst,
 	}

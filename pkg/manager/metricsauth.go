@@ -19,14 +19,24 @@ const metricsAddrFlag = "--metrics-bind-address"
 // (SubjectAccessReview), as kubebuilder's scaffold does. The certificate
 // is watched until ctx ends. Returns nil when the endpoint is off.
 func listenMetrics(ctx context.Context, cfg Config, kube kubernetes.Interface, h http.Handler) (*httpServer, error) {
+	return listenAuthorized(ctx, cfg, kube, metricsAddrFlag, cfg.MetricsAddr, "metrics", h,
+		func(filter func(http.Handler) http.Handler) http.Handler { return filter(h) })
+}
+
+// listenAuthorized binds addr for the endpoint of flag: plain HTTP serving
+// h, or with Config.MetricsSecure, HTTPS serving what guard builds around
+// h with the TokenReview / SubjectAccessReview filter. The metrics and the
+// live view (ui.go) share it, so both are guarded alike.
+func listenAuthorized(ctx context.Context, cfg Config, kube kubernetes.Interface, flag, addr, name string, h http.Handler,
+	guard func(filter func(http.Handler) http.Handler) http.Handler) (*httpServer, error) {
 	if !cfg.MetricsSecure {
-		return listen(metricsAddrFlag, cfg.MetricsAddr, h)
+		return listen(flag, addr, h)
 	}
-	filter, err := metrics.AuthFilter(klog.FromContext(ctx).WithName("metrics"), kube.AuthenticationV1(), kube.AuthorizationV1())
+	filter, err := metrics.AuthFilter(klog.FromContext(ctx).WithName(name), kube.AuthenticationV1(), kube.AuthorizationV1())
 	if err != nil {
 		return nil, err
 	}
-	s, err := listen(metricsAddrFlag, cfg.MetricsAddr, filter(h))
+	s, err := listen(flag, addr, guard(filter))
 	if s == nil || err != nil {
 		return s, err
 	}

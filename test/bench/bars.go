@@ -151,6 +151,12 @@ func bars(res *Result) []*Bar {
 		}},
 		{name: "ours live / best live ceiling (Books/s)", value: toCeiling("ours-live", true)},
 		{name: "ours / twin-tuned (Books/s, live)", value: ratio("ours-live", "twin-tuned-live", rate, perSec)},
+		// Issue 25's bars: the live view on, with a client subscribed to
+		// its event stream, against it off, in the same round.
+		{name: "ours with the UI and a client / ours (Books/s, backlog)", target: "≥ 0.95", ok: ge(0.95), value: withUI(ratio("ours-ui-backlog", "ours-backlog", rate, perSec), "ours-ui-backlog")},
+		{name: "ours with the UI and a client / ours (CPU per Book, backlog)", target: "≤ 1.10", ok: le(1.10), value: withUI(ratio("ours-ui-backlog", "ours-backlog", cpu, secs), "ours-ui-backlog")},
+		{name: "ours with the UI and a client / ours (CPU per Book, live)", value: withUI(ratio("ours-ui-live", "ours-live", cpu, secs), "ours-ui-live")},
+		{name: "ours with the UI and a client / ours (p99 create→Ready, live)", value: withUI(ratio("ours-ui-live", "ours-live", func(p *Phase) float64 { return p.LatencyP99Ms }, func(v float64) string { return fmt.Sprintf("%.0f ms", v) }), "ours-ui-live")},
 		{name: "ours / twin-same (Books/s, backlog)", value: ratio("ours-backlog", "twin-same-backlog", rate, perSec)},
 		{name: "ours / twin-same (CPU per Book, backlog)", value: ratio("ours-backlog", "twin-same-backlog", cpu, secs)},
 		{name: "ours / twin-default (CPU per Book, backlog)", value: ratio("ours-backlog", "twin-default-backlog", cpu, secs)},
@@ -273,4 +279,17 @@ func costs(res *Result) []*Cost {
 		out = append(out, c)
 	}
 	return out
+}
+
+// withUI is value, valid only if the UI phase's client read the event
+// stream: a UI that never answered would cost nothing and pass.
+func withUI(value func(*Round) (float64, string, bool), phase string) func(*Round) (float64, string, bool) {
+	return func(r *Round) (float64, string, bool) {
+		v, figures, ok := value(r)
+		p := r.phase(phase)
+		if !ok || p == nil || p.UIUpdates == 0 {
+			return 0, "", false
+		}
+		return v, fmt.Sprintf("%s; %d updates read", figures, p.UIUpdates), true
+	}
 }

@@ -19,6 +19,9 @@ type controllerSpec struct {
 	env         []string // added to the bench's environment, whose GOGC is removed
 	args        func(ns, metrics, probe string) []string
 	bin         string
+	// ui runs it with --ui-bind-address and one client subscribed to the
+	// page's event stream for as long as it runs (startController).
+	ui bool
 }
 
 // controllerDefaults are book-controller's defaults, read from --help, so
@@ -143,6 +146,11 @@ func (e *env) controller(config string) controllerSpec {
 		s.args = func(ns, metrics, probe string) []string {
 			return append(args(ns, metrics, probe), "--live-first=false")
 		}
+		return s
+	case "ours-ui":
+		// What the live view costs: ours with the UI on and a page open.
+		s := e.ourController()
+		s.Config, s.Name, s.ui = "ours-ui", "book-controller, UI on, one SSE client", true
 		return s
 	}
 	return e.twinController(config)

@@ -366,6 +366,7 @@ func collect(p *Phase, pr *proc) {
 	pr.mu.Unlock()
 	p.Args = pr.args
 	p.Env = pr.env
+	p.UIUpdates = pr.uiUpdates.Load()
 }
 
 func (e *env) countConfigMaps(ctx context.Context, ns string) int {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,15 +34,21 @@ type proc struct {
 	peakHeap float64
 	stop     chan struct{}
 	sampled  sync.WaitGroup
+	// uiUpdates counts the Server-Sent Events the UI client read; written
+	// by subscribeUI's goroutine, read by collect after the process ended.
+	uiUpdates atomic.Int64
 }
 
 func (e *env) startController(s controllerSpec, ns, logName string) (*proc, error) {
-	addrs, err := framework.FreeAddrs(2)
+	addrs, err := framework.FreeAddrs(3)
 	if err != nil {
 		return nil, err
 	}
 	m, pr := addrs[0], addrs[1]
 	args := s.args(ns, m, pr)
+	if s.ui {
+		args = append(args, "--ui-bind-address", addrs[2])
+	}
 	log, err := os.Create(filepath.Join(e.work, logName+".log"))
 	if err != nil {
 		return nil, err
@@ -59,7 +67,34 @@ func (e *env) startController(s controllerSpec, ns, logName string) (*proc, erro
 	go func() { <-p.Exited(); log.Close() }()
 	p.sampled.Add(1)
 	go p.sample()
+	if s.ui {
+		go p.subscribeUI(addrs[2])
+	}
 	return p, nil
+}
+
+// subscribeUI is a page left open on the UI: it reads the event stream
+// (an update every half second) until the process exits, reconnecting
+// while the UI is not yet up.
+func (p *proc) subscribeUI(addr string) {
+	for !p.exited() {
+		resp, err := http.Get("http://" + addr + "/api/events")
+		if err != nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		r := bufio.NewReader(resp.Body)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				break
+			}
+			if strings.HasPrefix(line, "data: ") {
+				p.uiUpdates.Add(1)
+			}
+		}
+		resp.Body.Close()
+	}
 }
 
 // sample scrapes the heap every 250ms to catch its peak.

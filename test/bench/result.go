@@ -69,16 +69,19 @@ type Phase struct {
 	Name        string   `json:"name"`
 	Round       int      `json:"round"`
 	Mode        string   `json:"mode"`   // live, backlog or ceiling
-	Config      string   `json:"config"` // ours, twin-tuned, twin-same, twin-default or ceiling
+	Config      string   `json:"config"` // ours, ours-ui, twin-tuned, twin-same, twin-default or ceiling
 	Controller  string   `json:"controller"`
 	Workers     int      `json:"workers"`
 	ClientLimit string   `json:"clientRateLimit"`
 	Args        []string `json:"args,omitempty"`
-	Env         []string `json:"env,omitempty"`
-	Namespace   string   `json:"namespace"`
-	N           int      `json:"n"`
-	C           int      `json:"c"`
-	CreateRate  float64  `json:"createRatePerSecond,omitempty"`
+	// UIUpdates counts the UI's Server-Sent Events read by the client
+	// subscribed during an ours-ui phase.
+	UIUpdates  int64    `json:"uiUpdates,omitempty"`
+	Env        []string `json:"env,omitempty"`
+	Namespace  string   `json:"namespace"`
+	N          int      `json:"n"`
+	C          int      `json:"c"`
+	CreateRate float64  `json:"createRatePerSecond,omitempty"`
 
 	LoadAvgStart          string  `json:"loadAvgStart"`
 	OtherCoresBusyAtStart float64 `json:"otherCoresBusyAtStart"`

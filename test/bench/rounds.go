@@ -21,15 +21,17 @@ import (
 // (-capacity-configs); "restart-live" restarts ours, ours in arrival order
 // and twin-tuned over N Books each converged, under a paced live writer
 // (restartlive.go); "failover-live" the same with a warm standby taking over
-// from a killed leader (failoverlive.go).
+// from a killed leader (failoverlive.go); "ours-ui-backlog" and
+// "ours-ui-live" run ours with the live view on and one client subscribed
+// to its event stream.
 var allPhases = []string{"ceiling", "ceiling-live", "ceiling-events",
-	"ours-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
-	"ours-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity", "restart-live", "failover-live", "restart-watchlist-off"}
+	"ours-backlog", "ours-ui-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
+	"ours-live", "ours-ui-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity", "restart-live", "failover-live", "restart-watchlist-off"}
 
 // defaultPhases leave out what no bar needs.
 var defaultPhases = []string{"ceiling", "ceiling-live",
-	"ours-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
-	"ours-live", "restart", "twin-tuned-live", "capacity"}
+	"ours-backlog", "ours-ui-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
+	"ours-live", "ours-ui-live", "restart", "twin-tuned-live", "capacity"}
 
 // largeN is where "default" becomes largePhases: the ceiling sweeps, the
 // live and capacity phases and the scaffold twins would take hours there,
@@ -111,7 +113,7 @@ func (e *env) plan() []unit {
 			return []*Phase{p}, err
 		}})
 	}
-	for _, config := range []string{"ours", "twin-tuned", "twin-same", "twin-default"} {
+	for _, config := range []string{"ours", "ours-ui", "twin-tuned", "twin-same", "twin-default"} {
 		if name := config + "-backlog"; sel[name] {
 			// At large N (-n 50000) the restart may follow the backlog
 			// phase, so that the Books are not created twice; the tuned

@@ -39,6 +39,8 @@ type ControllerOptions struct {
 	// for authorized callers only.
 	MetricsSecure  bool
 	MetricsCertDir string
+	// UIAddr is passed through: the live view (pkg/ui); empty means off.
+	UIAddr string
 	// EventQPS and EventBurst are passed through; zero EventQPS sends
 	// every Event.
 	EventQPS   float32
@@ -80,6 +82,7 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 		MetricsSecure:   opts.MetricsSecure,
 		MetricsCertDir:  opts.MetricsCertDir,
 		ProbeAddr:       opts.ProbeAddr,
+		UIAddr:          opts.UIAddr,
 		EventQPS:        opts.EventQPS,
 		EventBurst:      opts.EventBurst,
 	}
