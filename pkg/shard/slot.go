@@ -109,10 +109,11 @@ type Status struct {
 	Lease string
 	// Held: this replica holds the Lease and may write to the shard.
 	Held bool
-	// CachedBooks is the number of Books in the shard's cache, if Cached:
-	// there is a cache while the shard's work runs.
-	CachedBooks int
-	Cached      bool
+	// CachedBooks and CachedConfigMaps are the number of Books and of
+	// ConfigMaps in the shard's caches, if Cached: there are caches while
+	// the shard's work runs.
+	CachedBooks, CachedConfigMaps int
+	Cached                        bool
 }
 
 // Status reports every shard, for the metrics.
@@ -122,7 +123,7 @@ func (r *Replica) Status() []Status {
 		fence, work := s.current()
 		out[i] = Status{Shard: s.shard, Lease: LeaseName(r.cfg.Lease.Name, s.shard.Index), Held: held(fence)}
 		if work != nil {
-			out[i].CachedBooks, out[i].Cached = work.cachedBooks()
+			out[i].CachedBooks, out[i].CachedConfigMaps, out[i].Cached = work.cached()
 		}
 	}
 	return out

@@ -25,6 +25,8 @@ type Stack interface {
 	HasSynced() bool
 	// CachedBooks is the number of Books in the cache.
 	CachedBooks() int
+	// CachedConfigMaps is the number of ConfigMaps in the cache.
+	CachedConfigMaps() int
 	// Stop stops the informers and waits for them, and stops whatever else
 	// Build started (the Event broadcaster).
 	Stop()
@@ -41,7 +43,7 @@ type work struct {
 
 	// mu guards aborted and stack: Run's goroutine sets and clears stack,
 	// the elector's Run calls Abort from its own, and the probes and the
-	// metrics scrape read stack (synced, cachedBooks).
+	// metrics scrape read stack (synced, cached).
 	mu      sync.Mutex
 	aborted error // the first Abort's cause
 	stack   Stack // nil before Build and after Run
@@ -113,12 +115,12 @@ func (w *work) synced() bool {
 	return stack != nil && stack.HasSynced()
 }
 
-// cachedBooks is the number of Books in the shard's cache; ok is false
-// while there is no cache.
-func (w *work) cachedBooks() (n int, ok bool) {
+// cached is the number of Books and of ConfigMaps in the shard's caches;
+// ok is false while there are no caches.
+func (w *work) cached() (books, configMaps int, ok bool) {
 	stack := w.current()
 	if stack == nil {
-		return 0, false
+		return 0, 0, false
 	}
-	return stack.CachedBooks(), true
+	return stack.CachedBooks(), stack.CachedConfigMaps(), true
 }
