@@ -68,6 +68,8 @@ func (m *managerMetrics) watchShards(replica *shard.Replica) {
 			"Number of Books in the informer cache of each shard held.", []string{"shard"}, nil),
 		cachedCMs: prometheus.NewDesc("book_controller_cached_configmaps",
 			"Number of ConfigMaps in the informer cache of each shard held.", []string{"shard"}, nil),
+		otherCount: prometheus.NewDesc("book_controller_shard_leases_other_count",
+			"Number of shard Leases held by replicas with another --shards at this replica's last attempt to take a shard; while not 0 it takes none.", nil, nil),
 	})
 }
 
@@ -75,6 +77,7 @@ func (m *managerMetrics) watchShards(replica *shard.Replica) {
 type shardsCollector struct {
 	replica                         *shard.Replica
 	held, leader, cached, cachedCMs *prometheus.Desc
+	otherCount                      *prometheus.Desc
 }
 
 func (c *shardsCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -82,6 +85,7 @@ func (c *shardsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.leader
 	ch <- c.cached
 	ch <- c.cachedCMs
+	ch <- c.otherCount
 }
 
 func (c *shardsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -100,4 +104,5 @@ func (c *shardsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(held))
+	ch <- prometheus.MustNewConstMetric(c.otherCount, prometheus.GaugeValue, float64(c.replica.LeasesOfOtherCount()))
 }

@@ -2,6 +2,8 @@ package shard
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 
 	"k8s.io/klog/v2"
@@ -40,6 +42,9 @@ type Stack interface {
 type work struct {
 	shard Shard
 	build func(ctx context.Context) (Stack, error)
+	// check, if not nil, is the count guard's, run again once the Lease is
+	// acquired and before anything is built (count.go says why).
+	check func(ctx context.Context) error
 
 	// mu guards aborted and stack: Run's goroutine sets and clears stack,
 	// the elector's Run calls Abort from its own, and the probes and the
@@ -51,12 +56,22 @@ type work struct {
 
 var _ leader.Work = (*work)(nil)
 
+// errGaveBack is wrapped by the error of a work that gave its Lease back,
+// having written nothing, because the check right after the acquisition
+// failed: its slot stands by for the shard again.
+var errGaveBack = errors.New("gave the shard back right after acquiring it")
+
 // Run builds the shard's stack, starts its informers and runs its
 // controller until ctx ends and it has drained, or until Abort; then it
 // stops the informers and waits for them.
 func (w *work) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("shard", w.shard.Index)
 	ctx = klog.NewContext(ctx, logger)
+	if w.check != nil {
+		if err := w.check(ctx); err != nil {
+			return fmt.Errorf("%w: %w", errGaveBack, err)
+		}
+	}
 	stack, err := w.build(ctx)
 	if err != nil {
 		return err
