@@ -164,7 +164,7 @@ func TestShardCountChange(t *testing.T) {
 	}
 	events := env.AuditLog(t)
 	checkCreatedOnce(t, events, slices.Concat(old, added))
-	checkLeadershipsSince(t, events, leaseNS, "resize", framework.BooksByShard(slices.Concat(old, added), shards), changed)
+	checkLeadershipsBetween(t, events, leaseNS, "resize", framework.BooksByShard(slices.Concat(old, added), shards), changed, time.Now())
 }
 
 // startReplicasWith starts n replicas with --shards count.
@@ -178,14 +178,15 @@ func startReplicasWith(t *testing.T, leaseNS, leaseID string, n, count int) []*f
 	return out
 }
 
-// checkLeadershipsSince is framework.CheckShardLeaderships over the writes
-// made since a moment: before it the Books were sharded otherwise.
-func checkLeadershipsSince(t *testing.T, events []auditv1.Event, leaseNS, leaseID string, byShard [][]string, since time.Time) {
+// checkLeadershipsBetween is framework.CheckShardLeaderships over the
+// writes received between two moments: outside them the Books were
+// sharded by another count. Each shard must have been written meanwhile.
+func checkLeadershipsBetween(t *testing.T, events []auditv1.Event, leaseNS, leaseID string, byShard [][]string, from, to time.Time) {
 	t.Helper()
 	for i, books := range byShard {
 		var writes []framework.AuditWrite
 		for _, w := range framework.ShardWrites(events, books) {
-			if w.At.After(since) {
+			if w.At.After(from) && w.At.Before(to) {
 				writes = append(writes, w)
 			}
 		}
@@ -195,16 +196,16 @@ func checkLeadershipsSince(t *testing.T, events []auditv1.Event, leaseNS, leaseI
 			t.Fatal(err)
 		}
 		if len(writes) == 0 {
-			t.Errorf("shard %d: no write since the change of the shard count", i)
+			t.Errorf("shard %d of %d: no write between %s and %s", i, len(byShard), from.Format("15:04:05"), to.Format("15:04:05"))
 		}
 		for _, w := range r.Outside {
-			t.Errorf("shard %d: a write outside its writer's hold of %s: %s", i, lease, w)
+			t.Errorf("shard %d of %d: a write outside its writer's hold of %s: %s", i, len(byShard), lease, w)
 		}
 		for _, o := range r.Overlaps {
-			t.Errorf("shard %d: two holders at once: %s", i, o)
+			t.Errorf("shard %d of %d: two holders at once: %s", i, len(byShard), o)
 		}
 		for _, w := range r.Stale {
-			t.Errorf("shard %d: a write after %s named another holder: %s", i, lease, w)
+			t.Errorf("shard %d of %d: a write after %s named another holder: %s", i, len(byShard), lease, w)
 		}
 	}
 }
