@@ -52,7 +52,10 @@ var errOtherCount = errors.New("replicas with another --shards hold shard Leases
 // later one's re-check runs after both are stored, and the API server's
 // lists are consistent reads, so at least the later one steps down, at
 // worst both do and try again a retry period later. Neither has written a
-// Book by then.
+// Book by then. What is left is clock skew beyond the margin (a crashed
+// holder's Lease is judged by our clock against its holder's renewTime),
+// and the Lease of a replica without shards, <id>, which is not looked
+// at: a change from or to no sharding still needs every replica stopped.
 type countGuard struct {
 	leases    coordinationv1client.LeasesGetter
 	namespace string

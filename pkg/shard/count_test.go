@@ -144,3 +144,44 @@ func TestWorkGivesBackOnRecheck(t *testing.T) {
 		t.Fatalf("Run: %v, built %v; want errGaveBack wrapping errOtherCount, nothing built", err, built)
 	}
 }
+
+// TestGateForgetsFreeWhileAnotherCountHolds: the time a shard was free
+// while another count's Lease blocked every attempt does not count
+// towards a replica holding a shard taking it as a second one: once the
+// other count is gone, it still waits a lease duration.
+func TestGateForgetsFreeWhileAnotherCountHolds(t *testing.T) {
+	const ld = 4 * time.Second
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	kube := leasetest.NewClientset()
+	g := newGate(ld, clk)
+	g.guard = newCountGuard(&Config{Shards: Equal(3), Leases: kube.CoordinationV1(),
+		Lease: leader.Config{Namespace: leaseNS, Name: leaseID, LeaseDuration: ld, RenewDeadline: 3 * time.Second}}, clk)
+	var all coordinationv1.LeaseList
+	putLease(t, &all, LeaseName(leaseID, 0), "old", "2", t0)
+	if _, err := kube.CoordinationV1().Leases(leaseNS).Create(context.Background(), &all.Items[0], metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	g.held[1] = true // this replica holds shard 1 already
+	s2 := g.turnFor(2)
+	if err := s2.Begin(); !errors.Is(err, errNotOurTurn) {
+		t.Fatalf("Begin for a second shard just seen free: %v, want errNotOurTurn", err)
+	}
+	clk.SetTime(t0.Add(ld + time.Second))
+	if err := s2.Begin(); !errors.Is(err, errOtherCount) {
+		t.Fatalf("Begin a lease duration later, the other count's Lease unexpired with the margin: %v, want errOtherCount", err)
+	}
+	l := leasetest.Get(t, kube, leaseNS, LeaseName(leaseID, 0))
+	l.Spec.HolderIdentity = ptr.To("")
+	if _, err := kube.CoordinationV1().Leases(leaseNS).Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Begin(); !errors.Is(err, errNotOurTurn) {
+		t.Fatalf("Begin once the other count is gone, holding a shard: %v, want to wait a lease duration", err)
+	}
+	clk.SetTime(t0.Add(2*ld + 2*time.Second))
+	if err := s2.Begin(); err != nil {
+		t.Fatalf("Begin a lease duration after the other count was gone: %v", err)
+	}
+	s2.End(true)
+}

@@ -71,6 +71,7 @@ func (t *turn) Begin() error {
 	if g := t.gate.guard; g != nil {
 		if err := g.check(context.Background()); err != nil {
 			t.End(false)
+			t.gate.forgetFree()
 			return err
 		}
 	}
@@ -109,6 +110,16 @@ func (t *turn) End(acquired bool) {
 		g.held[t.shard] = true
 		delete(g.freeSince, t.shard)
 	}
+}
+
+// forgetFree forgets when every shard was seen free: while replicas of
+// another count hold shard Leases, a free shard cannot be taken, so the
+// time does not count towards a replica taking a second one once they are
+// gone (it would take two at once, ahead of the replicas holding none).
+func (g *gate) forgetFree() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	clear(g.freeSince)
 }
 
 // SeenHeld forgets when the shard was seen free: someone else holds it.

@@ -1,6 +1,8 @@
 // Package shard splits the Books over replicas by a hash of their UID: the
 // hash buckets, the shards' ranges of them and their selectors (this file),
-// the gate that spreads shards over replicas (gate.go), and a slot per
+// the gate that spreads shards over replicas (gate.go), the guard that
+// keeps replicas of different shard counts from serving at once
+// (count.go), and a slot per
 // shard that competes for the shard's Lease and, while holding it, runs the
 // shard's informers and controller behind a write fence of its own
 // (slot.go, work.go). docs/sharding.md tells the whole story.

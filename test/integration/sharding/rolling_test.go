@@ -94,6 +94,9 @@ func TestShardCountRollingChange(t *testing.T) {
 		if n := r.CountLines("No replica with another --shards holds a shard Lease any more"); n != 1 {
 			t.Errorf("%s logged %d lines saying it stopped waiting, want 1", r.Name, n)
 		}
+		// client-go's elector logs each refused attempt, at error level.
+		t.Logf("%s: %d wait lines, %d refused attempts logged", r.Name, r.CountLines("waiting for them to stop"),
+			r.CountLines("replicas with another --shards hold shard Leases"))
 	}
 
 	events := env.AuditLog(t)
