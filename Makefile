@@ -204,7 +204,7 @@ SHARD_N ?= 30000
 SHARD_ROUNDS ?= 1
 
 .PHONY: bench-shards
-bench-shards: tools ## One replica vs SHARDS replicas with --shards (SHARD_N=30000 Books over 30 namespaces): peak RSS, Books/s, CPU per Book, Books per shard; writes docs/bench/shards-*.
+bench-shards: tools ## One replica vs SHARDS replicas with --shards and no other flag (SHARD_N=30000 Books over 30 namespaces): peak RSS, Books/s, CPU per Book, Books per shard; writes docs/bench/shards-*.
 	cd test/bench && go run . -shards $(SHARDS) -n $(SHARD_N) -rounds $(SHARD_ROUNDS) -out $(abspath docs/bench) \
 	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
 

@@ -27,6 +27,9 @@ type options struct {
 	// liveFirst is --live-first; parse stores its negation in
 	// mgr.Controller.FIFOQueue.
 	liveFirst bool
+	// shardBoundaries is the removed --shard-boundaries, refused with
+	// the reason.
+	shardBoundaries []string
 	// mgr is passed to manager.Run, with the client configuration.
 	mgr manager.Config
 }
@@ -53,9 +56,10 @@ func (o *options) flagSet() *pflag.FlagSet {
 	fs.IntVar(&o.mgr.Workers, "workers", o.mgr.Workers,
 		"Number of Books synced concurrently (with --shards, in each shard held).")
 	fs.IntVar(&o.mgr.Shards, "shards", o.mgr.Shards,
-		"Split the Books by namespace hash into this many shards, each served by the replica holding the Lease <leader-elect-id>-shard-<i>. Needs --leader-elect, all namespaces, and kube-apiserver's ShardedListAndWatch feature gate. 1: unsharded.")
-	fs.StringSliceVar(&o.mgr.ShardBoundaries, "shard-boundaries", o.mgr.ShardBoundaries,
-		"With --shards N: the N-1 hash values (0x and 16 hex digits, increasing) where one shard ends and the next begins, e.g. from hack/shard-boundaries; empty: equal ranges. Every replica must get the same (docs/sharding.md).")
+		"Split the Books by a hash of their UID into this many shards, each served by the replica holding the Lease <leader-elect-id>-shard-<i>. Needs --leader-elect and kube-apiserver's ShardedListAndWatch feature gate. 1: unsharded.")
+	// Gone since Books are sharded by UID; kept hidden to say so.
+	fs.StringSliceVar(&o.shardBoundaries, "shard-boundaries", nil, "")
+	_ = fs.MarkHidden("shard-boundaries")
 	fs.BoolVar(&o.liveFirst, "live-first", o.liveFirst,
 		"Sync Books that a live change brought before those only the informers' initial list brought (after a restart or a failover). false: arrival order.")
 	fs.DurationVar(&o.mgr.ResyncPeriod, "resync-period", o.mgr.ResyncPeriod,
@@ -175,12 +179,9 @@ func goStyleToPosix(fs *pflag.FlagSet, args []string) []string {
 // validate rejects values that parse but make no sense, naming the flag.
 func (o *options) validate() error {
 	m, le := &o.mgr, &o.mgr.LeaderElection
-	if len(m.ShardBoundaries) > 0 {
-		if _, err := shard.At(m.ShardBoundaries); err != nil {
-			return fmt.Errorf("--shard-boundaries: %w", err)
-		}
-	}
 	switch {
+	case len(o.shardBoundaries) > 0:
+		return errors.New("--shard-boundaries is gone: Books are sharded by the hash of their UID, which spreads them evenly whatever the namespaces; drop the flag (docs/sharding.md)")
 	case m.Workers < 1:
 		return fmt.Errorf("--workers must be at least 1, got %d", m.Workers)
 	case m.Shards < 1:
@@ -189,10 +190,6 @@ func (o *options) validate() error {
 		return fmt.Errorf("--shards must be at most %d, got %d", shard.Max, m.Shards)
 	case m.Shards > 1 && !le.Enabled:
 		return fmt.Errorf("--shards %d needs --leader-elect: each shard is served by the replica holding its Lease", m.Shards)
-	case len(m.ShardBoundaries) > 0 && len(m.ShardBoundaries) != m.Shards-1:
-		return fmt.Errorf("--shard-boundaries has %d values; --shards %d needs %d (one fewer than the shards)", len(m.ShardBoundaries), m.Shards, m.Shards-1)
-	case m.Shards > 1 && m.Namespace != "":
-		return fmt.Errorf("--shards %d needs every namespace watched: drop --namespace %q (a namespace is never split over shards)", m.Shards, m.Namespace)
 	case m.ResyncPeriod < 0:
 		return fmt.Errorf("--resync-period must be 0 (off) or positive, got %s", m.ResyncPeriod)
 	case o.qps == 0:

@@ -105,8 +105,8 @@ func TestParseOtherFlags(t *testing.T) {
 	}
 }
 
-// --shards N>1 is accepted with what it needs: leader election, every
-// namespace.
+// --shards N>1 is accepted with what it needs, leader election, and with
+// one namespace too: Books are sharded by UID.
 func TestParseShards(t *testing.T) {
 	if o := parseOK(t); o.mgr.Shards != 1 {
 		t.Errorf("default --shards = %d, want 1 (unsharded)", o.mgr.Shards)
@@ -114,9 +114,8 @@ func TestParseShards(t *testing.T) {
 	if o := parseOK(t, "--shards=3", "--leader-elect"); o.mgr.Shards != 3 {
 		t.Errorf("--shards=3 parsed as %d", o.mgr.Shards)
 	}
-	o := parseOK(t, "--shards=3", "--leader-elect", "--shard-boundaries=0x410600d785388e66,0x410a00d785388e66")
-	if got := o.mgr.ShardBoundaries; len(got) != 2 || got[1] != "0x410a00d785388e66" {
-		t.Errorf("--shard-boundaries parsed as %q", got)
+	if o := parseOK(t, "--shards=3", "--leader-elect", "--namespace=team"); o.mgr.Shards != 3 || o.mgr.Namespace != "team" {
+		t.Errorf("--shards=3 --namespace=team parsed as %d, %q", o.mgr.Shards, o.mgr.Namespace)
 	}
 }
 
@@ -197,11 +196,7 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"--shards=0"}, "--shards"},
 		{[]string{"--shards=65", "--leader-elect"}, "--shards must be at most 64"},
 		{[]string{"--shards=3"}, "--shards 3 needs --leader-elect"},
-		{[]string{"--shards=3", "--leader-elect", "--shard-boundaries=0x5555555555555555"}, "needs 2"},
-		{[]string{"--shards=3", "--leader-elect", "--shard-boundaries=0x5555555555555555,0x1"}, "16 hex digits"},
-		{[]string{"--shards=3", "--leader-elect", "--shard-boundaries=0xaaaaaaaaaaaaaaaa,0x5555555555555555"}, "strictly increasing"},
-		{[]string{"--shards=3", "--leader-elect", "--shard-boundaries=0x0000000000000000,0x5555555555555555"}, "strictly increasing"},
-		{[]string{"--shards=3", "--leader-elect", "--namespace=a"}, `drop --namespace "a"`},
+		{[]string{"--shards=3", "--leader-elect", "--shard-boundaries=0x5555555555555555,0xaaaaaaaaaaaaaaaa"}, "--shard-boundaries is gone"},
 		{[]string{"--metrics-cert-dir=/certs"}, "--metrics-secure"},
 		{[]string{"--metrics-secure=maybe"}, "--metrics-secure"},
 		{[]string{"--ui-source-url=github.com/you/book-controller"}, "--ui-source-url"},

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	"ydzs.io/book-controller/pkg/shard"
 )
 
 const (
@@ -36,10 +37,14 @@ var ManagedBySelector = ManagedByLabel + "=" + ManagedByValue
 var bookGVK = webappv1.SchemeGroupVersion.WithKind("Book")
 
 // desiredConfigMap renders the ConfigMap a Book should own: same name and
-// namespace, the spec in its data, and a controller reference so the garbage
-// collector deletes it with the Book.
+// namespace, the spec in its data, a controller reference so the garbage
+// collector deletes it with the Book, and the bucket of the Book's UID
+// (shard.BucketLabel), by which a sharded replica's ConfigMap informer
+// selects the ConfigMaps of its Books. The bucket label is written with
+// any number of shards, even one, so that changing the number needs no
+// relabelling: the bucket depends on the UID alone.
 func desiredConfigMap(book *webappv1.Book) *corev1.ConfigMap {
-	labels := map[string]string{ManagedByLabel: ManagedByValue}
+	labels := map[string]string{ManagedByLabel: ManagedByValue, shard.BucketLabel: shard.BucketName(shard.BucketOf(book.UID))}
 	if len(validation.IsValidLabelValue(book.Name)) == 0 {
 		// Otherwise the API server would reject the ConfigMap, forever.
 		labels[BookLabel] = book.Name
@@ -62,7 +67,7 @@ func desiredConfigMap(book *webappv1.Book) *corev1.ConfigMap {
 // keeps it, already carries everything the desired one does. Labels and
 // owner references that others added are tolerated; the data belongs to the
 // Book and must match exactly. desired is what desiredConfigMap renders: our
-// two data keys and at most our two labels.
+// two data keys and at most our three labels.
 func configMapUpToDate(observed *cachedConfigMap, desired *corev1.ConfigMap) bool {
 	if !observed.onlyTitleAndPrice || observed.title != desired.Data[TitleKey] || observed.price != desired.Data[PriceKey] {
 		return false
@@ -73,7 +78,7 @@ func configMapUpToDate(observed *cachedConfigMap, desired *corev1.ConfigMap) boo
 	if want, ok := desired.Labels[BookLabel]; ok && observed.book != want {
 		return false
 	}
-	return true
+	return observed.bucket == desired.Labels[shard.BucketLabel]
 }
 
 // controlledByEarlierBook reports whether cm's controller is a Book of

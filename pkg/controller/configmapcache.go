@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +11,7 @@ import (
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	booklisters "ydzs.io/book-controller/pkg/generated/listers/webapp/v1"
+	"ydzs.io/book-controller/pkg/shard"
 )
 
 // configMapCache is an optimization layer: the classic loop would read
@@ -17,7 +19,7 @@ import (
 // per Book, the largest thing this controller keeps, and the sync reads a
 // handful of fields of each; so the informer keeps just those, in a
 // cachedConfigMap, and a sync that must write a ConfigMap reads it whole
-// from the API server first (sync.go, repairConfigMap): 441 bytes per
+// from the API server first (sync.go, repairConfigMap): 457 bytes per
 // cached ConfigMap instead of 1,509 for a whole one without managedFields
 // (`go test ./pkg/controller -run '^$' -bench CachedObjectBytes -benchtime 3x`).
 // controller-runtime's cache cannot do this: its Get copies a cached object
@@ -78,10 +80,12 @@ type cachedConfigMap struct {
 	namespace, name, resourceVersion string
 	// controller is the controller owner reference, if hasController.
 	controller ownerRef
-	// managedBy and book are the values of ManagedByLabel and BookLabel,
-	// "" when absent: the values we write are never empty, so an absent
-	// label and an empty one are both simply wrong.
-	managedBy, book string
+	// managedBy, book and bucket are the values of ManagedByLabel,
+	// BookLabel and shard.BucketLabel, "" when absent: the values we write
+	// are never empty, so an absent label and an empty one are both simply
+	// wrong. A bucket value we would write is one of shard.BucketName's
+	// strings, shared by every entry.
+	managedBy, book, bucket string
 	// title and price are data's values under TitleKey and PriceKey, and
 	// onlyTitleAndPrice is true when data holds those two keys and nothing
 	// else, and there is no binaryData.
@@ -108,6 +112,7 @@ func projectConfigMap(cm *corev1.ConfigMap) *cachedConfigMap {
 		resourceVersion:   cm.ResourceVersion,
 		managedBy:         intern(cm.Labels[ManagedByLabel], ManagedByValue),
 		book:              intern(cm.Labels[BookLabel], cm.Name),
+		bucket:            internBucket(cm.Labels[shard.BucketLabel]),
 		title:             title,
 		price:             price,
 		onlyTitleAndPrice: hasTitle && hasPrice && len(cm.Data) == 2 && len(cm.BinaryData) == 0,
@@ -134,6 +139,19 @@ func intern(s, same string) string {
 		return same
 	}
 	return s
+}
+
+// internBucket returns shard.BucketName's string for a bucket label's
+// value, and the value itself when it names no bucket.
+func internBucket(v string) string {
+	if len(v) > 3 {
+		return v
+	}
+	b, err := strconv.Atoi(v)
+	if name := shard.BucketName(b); err == nil && name == v {
+		return name
+	}
+	return v
 }
 
 // shareStrings replaces v's strings with the Book's equal ones, so that

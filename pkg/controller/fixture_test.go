@@ -26,6 +26,7 @@ import (
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	bookfake "ydzs.io/book-controller/pkg/generated/clientset/versioned/fake"
 	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions"
+	"ydzs.io/book-controller/pkg/shard"
 )
 
 const testNamespace = "default"
@@ -450,8 +451,9 @@ func ownConfigMap(b *webappv1.Book) *corev1.ConfigMap {
 			Namespace:       b.Namespace,
 			ResourceVersion: "1",
 			Labels: map[string]string{
-				ManagedByLabel: ManagedByValue,
-				BookLabel:      b.Name,
+				ManagedByLabel:    ManagedByValue,
+				BookLabel:         b.Name,
+				shard.BucketLabel: shard.BucketName(shard.BucketOf(b.UID)),
 			},
 			OwnerReferences: []metav1.OwnerReference{bookControllerRef(b.Name, b.UID)},
 		},
@@ -491,8 +493,10 @@ func (f *fixture) expectConfigMapMatches(b *webappv1.Book) *corev1.ConfigMap {
 	if len(cm.BinaryData) != 0 {
 		f.t.Errorf("ConfigMap binaryData: got %v, want none", cm.BinaryData)
 	}
-	if cm.Labels[ManagedByLabel] != ManagedByValue || cm.Labels[BookLabel] != b.Name {
-		f.t.Errorf("ConfigMap labels: got %v, want %s=%s and %s=%s", cm.Labels, ManagedByLabel, ManagedByValue, BookLabel, b.Name)
+	bucket := shard.BucketName(shard.BucketOf(b.UID))
+	if cm.Labels[ManagedByLabel] != ManagedByValue || cm.Labels[BookLabel] != b.Name || cm.Labels[shard.BucketLabel] != bucket {
+		f.t.Errorf("ConfigMap labels: got %v, want %s=%s, %s=%s and %s=%s", cm.Labels, ManagedByLabel, ManagedByValue,
+			BookLabel, b.Name, shard.BucketLabel, bucket)
 	}
 	ref := metav1.GetControllerOfNoCopy(cm)
 	if ref == nil {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	"ydzs.io/book-controller/pkg/shard"
 )
 
 // Fuzz targets for the pure parts of the controller (the desired ConfigMap,
@@ -120,7 +121,10 @@ func FuzzDesiredConfigMap(f *testing.F) {
 		if validBookName(name) && len(name) <= validation.LabelValueMaxLength && cm.Labels[BookLabel] != name {
 			t.Errorf("Book %q: labels %q lack %s", name, cm.Labels, BookLabel)
 		}
-		if len(cm.Labels) > 2 {
+		if want := shard.BucketName(shard.BucketOf(book.UID)); cm.Labels[shard.BucketLabel] != want {
+			t.Errorf("labels %q: want %s=%s, the bucket of UID %s", cm.Labels, shard.BucketLabel, want, book.UID)
+		}
+		if len(cm.Labels) > 3 {
 			t.Errorf("labels %q: want only ours", cm.Labels)
 		}
 

@@ -47,6 +47,9 @@ type Config struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// AfterLoss ends the error of a loss: what the process does next.
 	AfterLoss string
+	// Labels are set on the Lease by each acquisition and renewal, in the
+	// same write (pkg/shard records the shard count there).
+	Labels map[string]string
 	// Gate, if not nil, decides when this replica may try to acquire the
 	// Lease (pkg/shard spreads shards over replicas with it).
 	Gate Gate

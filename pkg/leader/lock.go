@@ -57,6 +57,7 @@ func newLock(cfg Config, leases coordinationv1client.LeasesGetter, fence *Fence)
 	lock := &resourcelock.LeaseLock{
 		Client:     leases,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
+		Labels:     cfg.Labels,
 	}
 	lock.LeaseMeta.Namespace, lock.LeaseMeta.Name = cfg.Namespace, cfg.Name
 	return &fencingLock{Interface: lock, fence: fence, clock: cfg.Clock, gate: cfg.Gate}

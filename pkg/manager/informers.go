@@ -15,6 +15,7 @@ import (
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions"
 	bookinformersv1 "ydzs.io/book-controller/pkg/generated/informers/externalversions/webapp/v1"
+	"ydzs.io/book-controller/pkg/shard"
 )
 
 // newInformerFactories returns the two shared informer factories the
@@ -31,14 +32,18 @@ import (
 // index, scans the whole cache without it; each entry of the index costs
 // memory and work on every watch event.
 //
-// A non-empty shardSelector (a metav1.ListOptions.ShardSelector, see
-// pkg/shard) is sent with every list and watch of both, so that the API
-// server sends only one shard's objects: the caches hold that shard alone.
-func newInformerFactories(kubeClient kubernetes.Interface, bookClient versioned.Interface, namespace string, resync time.Duration, shardSelector string) (kubeinformers.SharedInformerFactory, bookinformers.SharedInformerFactory) {
-	cmTweak := func(o *metav1.ListOptions) {
-		o.LabelSelector = controller.ManagedBySelector
-		o.ShardSelector = shardSelector
+// With a shard (non-nil, see pkg/shard), every list and watch of Books
+// carries the shard's ShardSelector, so that the API server sends only the
+// Books whose UID hashes into the shard, and every list and watch of
+// ConfigMaps selects, besides the managed-by label, the bucket labels of
+// the shard (a ConfigMap's UID is not its Book's, so the server's hash
+// cannot place it): the caches hold that shard alone.
+func newInformerFactories(kubeClient kubernetes.Interface, bookClient versioned.Interface, namespace string, resync time.Duration, s *shard.Shard) (kubeinformers.SharedInformerFactory, bookinformers.SharedInformerFactory) {
+	cmSelector, shardSelector := controller.ManagedBySelector, ""
+	if s != nil {
+		cmSelector, shardSelector = s.ConfigMapSelector(controller.ManagedBySelector), s.Selector()
 	}
+	cmTweak := func(o *metav1.ListOptions) { o.LabelSelector = cmSelector }
 	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, resync,
 		kubeinformers.WithNamespace(namespace), kubeinformers.WithTweakListOptions(cmTweak))
 	// The factory hands out the informer made first for a type, here one

@@ -35,14 +35,10 @@ type Config struct {
 	RESTConfig *rest.Config
 	// Namespace limits the controller to one namespace; empty means all.
 	Namespace string
-	// Shards, above 1, splits the Books by namespace hash into that many
-	// shards, each served by the replica holding its Lease (needs leader
-	// election and every namespace; see pkg/shard). 0 and 1 run unsharded.
+	// Shards, above 1, splits the Books by a hash of their UID into that
+	// many shards, each served by the replica holding its Lease (needs
+	// leader election; see pkg/shard). 0 and 1 run unsharded.
 	Shards int
-	// ShardBoundaries, if set, are the Shards-1 points where one shard's
-	// hash range ends and the next begins (see shard.At); unset, the
-	// ranges are equal. Every replica must be given the same.
-	ShardBoundaries []string
 	// Workers is the number of goroutines that sync Books concurrently
 	// (with shards: in each shard held).
 	Workers int
@@ -177,7 +173,7 @@ type manager struct {
 	// election).
 	stack   *stack
 	elector *leader.Elector
-	// With shards: their hash ranges, and a slot per shard, each with an
+	// With shards: their buckets, and a slot per shard, each with an
 	// elector, a fence and (while it holds its Lease) a stack of its own.
 	shards  []shard.Shard
 	replica *shard.Replica
@@ -197,24 +193,19 @@ func (m *manager) stop() {
 	}
 }
 
-// planShards checks the sharding settings and computes the shards' hash
-// ranges.
+// planShards checks the sharding settings and computes the shards' bucket
+// runs.
 func (m *manager) planShards() error {
-	if !m.sharded() {
-		if len(m.cfg.ShardBoundaries) > 0 {
-			return errors.New("shard boundaries are given but Shards is not above 1")
-		}
-		return nil
-	}
 	switch {
+	case !m.sharded():
+		return nil
+	case m.cfg.Shards > shard.Max:
+		return fmt.Errorf("%d shards are more than the %d allowed", m.cfg.Shards, shard.Max)
 	case !m.cfg.LeaderElection.Enabled:
 		return fmt.Errorf("%d shards need leader election: each shard is served by the holder of its Lease", m.cfg.Shards)
-	case m.cfg.Namespace != "":
-		return fmt.Errorf("%d shards need every namespace watched, not only %q: a namespace is never split over shards", m.cfg.Shards, m.cfg.Namespace)
 	}
-	shards, err := shard.Ranges(m.cfg.Shards, m.cfg.ShardBoundaries)
-	m.shards = shards
-	return err
+	m.shards = shard.Equal(m.cfg.Shards)
+	return nil
 }
 
 // connect builds the clients, and the metrics the fence counts in. With
@@ -272,7 +263,7 @@ func (m *manager) preflight(ctx context.Context) error {
 		err = preflight.Lease(ctx, m.clients.leases, le.Namespace, name)
 	}
 	if err == nil && m.sharded() {
-		err = preflight.Shards(ctx, m.cfg.RESTConfig.Host, m.clients.bookReads, m.clients.kubeReads, m.shards[0])
+		err = preflight.Shards(ctx, m.cfg.RESTConfig.Host, m.cfg.Namespace, m.clients.bookReads, m.clients.kubeReads, m.shards[0])
 	}
 	if err != nil && ctx.Err() != nil {
 		return errStopped
@@ -293,7 +284,7 @@ func (m *manager) buildController(ctx context.Context) error {
 		return err
 	}
 	m.onStop(w.conns.CloseAll)
-	if m.stack, err = m.buildStack(ctx, w, ""); err != nil {
+	if m.stack, err = m.buildStack(ctx, w, nil); err != nil {
 		return err
 	}
 	m.onStop(m.stack.Stop)
@@ -308,7 +299,7 @@ func (m *manager) buildShard(ctx context.Context, s shard.Shard, fence *leader.F
 	if err != nil {
 		return nil, err
 	}
-	return m.buildStack(ctx, w, s.Selector())
+	return m.buildStack(ctx, w, &s)
 }
 
 // serveEndpoints binds and serves /metrics and the probes. A port already
@@ -358,7 +349,7 @@ func (m *manager) probes() (synced func() bool, healthy func() error) {
 	if m.elector != nil {
 		leading, healthy = m.elector.Fence().Leading, m.elector.Fence().Healthy
 	}
-	m.metrics.watch(m.cfg.LeaderElection.ID, leading, m.stack.CachedBooks)
+	m.metrics.watch(m.cfg.LeaderElection.ID, leading, m.stack.CachedBooks, m.stack.CachedConfigMaps)
 	return m.stack.HasSynced, healthy
 }
 
@@ -388,7 +379,7 @@ func (m *manager) work(ctx context.Context) error {
 func (m *manager) workShards(ctx context.Context) error {
 	le := m.cfg.LeaderElection
 	klog.FromContext(ctx).Info("Starting Book controller", "namespace", namespaceOrAll(m.cfg.Namespace),
-		"workers", m.cfg.Workers, "shards", m.cfg.Shards, "boundaries", m.cfg.ShardBoundaries, "leaderElection", le.Enabled, "identity", le.Identity,
+		"workers", m.cfg.Workers, "shards", m.cfg.Shards, "leaderElection", le.Enabled, "identity", le.Identity,
 		"leases", le.Namespace+"/"+shard.LeaseName(le.ID, 0)+"..")
 	return m.replica.Run(ctx)
 }

@@ -30,8 +30,8 @@ func newManagerMetrics() *managerMetrics {
 
 // watch registers the metrics that read the manager's state: whether it
 // leads (under the name controller-runtime and Kubernetes components use)
-// and how many Books its cache holds.
-func (m *managerMetrics) watch(leaseID string, leading func() bool, cachedBooks func() int) {
+// and how many Books and ConfigMaps its caches hold.
+func (m *managerMetrics) watch(leaseID string, leading func() bool, cachedBooks, cachedConfigMaps func() int) {
 	leader := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "leader_election_master_status",
 		Help:        "1 when this replica is the leader (or runs without leader election), 0 when it stands by.",
@@ -46,12 +46,17 @@ func (m *managerMetrics) watch(leaseID string, leading func() bool, cachedBooks 
 		Name: "book_controller_cached_books",
 		Help: "Number of Books in the informer cache.",
 	}, func() float64 { return float64(cachedBooks()) })
-	m.registry.MustRegister(leader, cached)
+	cachedCMs := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "book_controller_cached_configmaps",
+		Help: "Number of ConfigMaps in the informer cache.",
+	}, func() float64 { return float64(cachedConfigMaps()) })
+	m.registry.MustRegister(leader, cached, cachedCMs)
 }
 
 // watchShards registers the metrics of a sharded manager: how many shards
-// it holds, and per shard whether it holds it and how many Books its cache
-// holds. A shard not held has no cache and so no cached-Books series.
+// it holds, and per shard whether it holds it and how many Books and
+// ConfigMaps its caches hold. A shard not held has no caches and so no
+// cached-objects series.
 func (m *managerMetrics) watchShards(replica *shard.Replica) {
 	m.registry.MustRegister(&shardsCollector{
 		replica: replica,
@@ -61,19 +66,26 @@ func (m *managerMetrics) watchShards(replica *shard.Replica) {
 			"1 when this replica holds the Lease named, 0 when it does not.", []string{"name"}, nil),
 		cached: prometheus.NewDesc("book_controller_cached_books",
 			"Number of Books in the informer cache of each shard held.", []string{"shard"}, nil),
+		cachedCMs: prometheus.NewDesc("book_controller_cached_configmaps",
+			"Number of ConfigMaps in the informer cache of each shard held.", []string{"shard"}, nil),
+		otherCount: prometheus.NewDesc("book_controller_shard_leases_other_count",
+			"Number of shard Leases held by replicas with another --shards at this replica's last attempt to take a shard; while not 0 it takes none.", nil, nil),
 	})
 }
 
 // shardsCollector reads the shards' state at each scrape.
 type shardsCollector struct {
-	replica              *shard.Replica
-	held, leader, cached *prometheus.Desc
+	replica                         *shard.Replica
+	held, leader, cached, cachedCMs *prometheus.Desc
+	otherCount                      *prometheus.Desc
 }
 
 func (c *shardsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.held
 	ch <- c.leader
 	ch <- c.cached
+	ch <- c.cachedCMs
+	ch <- c.otherCount
 }
 
 func (c *shardsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -86,8 +98,11 @@ func (c *shardsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, leading, s.Lease)
 		if s.Cached {
-			ch <- prometheus.MustNewConstMetric(c.cached, prometheus.GaugeValue, float64(s.CachedBooks), strconv.Itoa(s.Shard.Index))
+			i := strconv.Itoa(s.Shard.Index)
+			ch <- prometheus.MustNewConstMetric(c.cached, prometheus.GaugeValue, float64(s.CachedBooks), i)
+			ch <- prometheus.MustNewConstMetric(c.cachedCMs, prometheus.GaugeValue, float64(s.CachedConfigMaps), i)
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(held))
+	ch <- prometheus.MustNewConstMetric(c.otherCount, prometheus.GaugeValue, float64(c.replica.LeasesOfOtherCount()))
 }

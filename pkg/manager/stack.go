@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
 	"ydzs.io/book-controller/pkg/controller"
 	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions"
@@ -24,6 +25,7 @@ type stack struct {
 	kubeFactory kubeinformers.SharedInformerFactory
 	bookFactory bookinformers.SharedInformerFactory
 	books       booklisters.BookLister
+	configMaps  cache.Store
 	stopEvents  context.CancelFunc
 	// stopInformers is set by Start and called by Stop, both on the
 	// goroutine that owns the stack (Run's, or the shard work's).
@@ -37,9 +39,9 @@ var (
 
 // buildStack starts the Event recorder and builds the controller on
 // informer factories of its own (registering its handlers; nothing runs
-// yet), writing through w. A non-empty shardSelector restricts the
-// informers to one shard (newInformerFactories). Stop undoes it.
-func (m *manager) buildStack(ctx context.Context, w *writers, shardSelector string) (*stack, error) {
+// yet), writing through w. A shard (non-nil) restricts the informers to
+// it (newInformerFactories). Stop undoes it.
+func (m *manager) buildStack(ctx context.Context, w *writers, s *shard.Shard) (*stack, error) {
 	// Events outlive ctx by the drain: the last syncs may still report.
 	eventCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
 	recorder, err := newEventRecorder(eventCtx, w.kube, m.eventLimiter)
@@ -47,17 +49,18 @@ func (m *manager) buildStack(ctx context.Context, w *writers, shardSelector stri
 		stopEvents()
 		return nil, err
 	}
-	s := &stack{workers: m.cfg.Workers, stopEvents: stopEvents}
-	s.kubeFactory, s.bookFactory = newInformerFactories(m.clients.kubeReads, m.clients.bookReads,
-		m.cfg.Namespace, m.cfg.ResyncPeriod, shardSelector)
-	books := s.bookFactory.Webapp().V1().Books()
-	s.controller, err = controller.New(w.kube, w.books, books, s.kubeFactory.Core().V1().ConfigMaps(), recorder, m.cfg.Controller)
+	st := &stack{workers: m.cfg.Workers, stopEvents: stopEvents}
+	st.kubeFactory, st.bookFactory = newInformerFactories(m.clients.kubeReads, m.clients.bookReads,
+		m.cfg.Namespace, m.cfg.ResyncPeriod, s)
+	books := st.bookFactory.Webapp().V1().Books()
+	configMaps := st.kubeFactory.Core().V1().ConfigMaps()
+	st.controller, err = controller.New(w.kube, w.books, books, configMaps, recorder, m.cfg.Controller)
 	if err != nil {
 		stopEvents()
 		return nil, err
 	}
-	s.books = books.Lister()
-	return s, nil
+	st.books, st.configMaps = books.Lister(), configMaps.Informer().GetStore()
+	return st, nil
 }
 
 // Start starts the informers, on a context of their own: they stop when
@@ -88,6 +91,10 @@ func (s *stack) CachedBooks() int {
 	}
 	return len(list)
 }
+
+// CachedConfigMaps is the number of ConfigMaps in the cache, behind
+// book_controller_cached_configmaps.
+func (s *stack) CachedConfigMaps() int { return len(s.configMaps.ListKeys()) }
 
 // Stop stops the informers and waits for them, releases the work queue of
 // a controller that never ran (an early return, a standby that never led;

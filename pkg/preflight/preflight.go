@@ -122,11 +122,13 @@ const shardedListAndWatchHint = "start kube-apiserver with --feature-gates=Shard
 // resources do not carry it (in v1.37 the unstructured list the CRD handler
 // builds has no place for it, although it filters them as it filters
 // ConfigMaps: the gate is the API server's, for every resource), so the
-// proof is on ConfigMaps, and the Books listed must all be in the shard.
-func Shards(ctx context.Context, host string, books versioned.Interface, kube kubernetes.Interface, s shard.Shard) error {
+// proof is on ConfigMaps (listed with the selector of shard s's Books:
+// any list by a hash of the UID proves the server applies them), and the
+// Books listed must all be in the shard, by the hash of their UID.
+func Shards(ctx context.Context, host, namespace string, books versioned.Interface, kube kubernetes.Interface, s shard.Shard) error {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
-	cmList, err := kube.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+	cmList, err := kube.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{
 		ShardSelector: s.Selector(), LabelSelector: controller.ManagedBySelector, Limit: 1})
 	if err != nil {
 		return fmt.Errorf("listing ConfigMaps by shard at %s: %w", host, err)
@@ -135,14 +137,14 @@ func Shards(ctx context.Context, host string, books versioned.Interface, kube ku
 		return fmt.Errorf("the API server at %s ignores shard selectors (no shardInfo in its lists), which --shards needs: %s",
 			host, shardedListAndWatchHint)
 	}
-	bookList, err := books.WebappV1().Books(metav1.NamespaceAll).List(ctx, metav1.ListOptions{ShardSelector: s.Selector(), Limit: 100})
+	bookList, err := books.WebappV1().Books(namespace).List(ctx, metav1.ListOptions{ShardSelector: s.Selector(), Limit: 100})
 	if err != nil {
 		return fmt.Errorf("listing Books by shard at %s: %w", host, err)
 	}
 	for _, b := range bookList.Items {
-		if !s.Holds(b.Namespace) {
-			return fmt.Errorf("the API server at %s filters ConfigMaps by shard but not Books (Book %s/%s is outside %s): --shards cannot work with it",
-				host, b.Namespace, b.Name, s.Selector())
+		if !s.Holds(b.UID) {
+			return fmt.Errorf("the API server at %s filters ConfigMaps by shard but not Books (Book %s/%s, UID %s, is outside %s): --shards cannot work with it",
+				host, b.Namespace, b.Name, b.UID, s.Selector())
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -41,6 +42,10 @@ type gate struct {
 	trying int
 	// freeSince is when each shard was first seen free.
 	freeSince map[int]time.Time
+	// guard, if not nil, holds every attempt back while replicas of
+	// another shard count hold shard Leases (count.go). Set before any
+	// slot runs.
+	guard *countGuard
 }
 
 func newGate(leaseDuration time.Duration, clk clock.PassiveClock) *gate {
@@ -56,8 +61,25 @@ type turn struct {
 func (g *gate) turnFor(shard int) *turn { return &turn{gate: g, shard: shard} }
 
 // Begin lets an attempt to acquire the shard go ahead, or says why not;
-// after a nil error, End must be called with the outcome.
+// after a nil error, End must be called with the outcome. The count guard
+// is asked last, without the gate's lock (it lists the Leases), and only
+// for the one attempt the gate lets through.
 func (t *turn) Begin() error {
+	if err := t.begin(); err != nil {
+		return err
+	}
+	if g := t.gate.guard; g != nil {
+		if err := g.check(context.Background()); err != nil {
+			t.End(false)
+			t.gate.forgetFree()
+			return err
+		}
+	}
+	return nil
+}
+
+// begin is Begin as far as the gate alone decides.
+func (t *turn) begin() error {
 	g := t.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -88,6 +110,16 @@ func (t *turn) End(acquired bool) {
 		g.held[t.shard] = true
 		delete(g.freeSince, t.shard)
 	}
+}
+
+// forgetFree forgets when every shard was seen free: while replicas of
+// another count hold shard Leases, a free shard cannot be taken, so the
+// time does not count towards a replica taking a second one once they are
+// gone (it would take two at once, ahead of the replicas holding none).
+func (g *gate) forgetFree() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	clear(g.freeSince)
 }
 
 // SeenHeld forgets when the shard was seen free: someone else holds it.

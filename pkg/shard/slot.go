@@ -40,6 +40,9 @@ type Replica struct {
 	// slots are fixed by NewReplica; what changes in a slot is guarded by
 	// the slot's own lock.
 	slots []*slot
+	// guard keeps the slots from taking shards while replicas of another
+	// shard count hold some.
+	guard *countGuard
 }
 
 // NewReplica prepares a slot per shard, sharing one gate.
@@ -50,6 +53,8 @@ func NewReplica(cfg Config) *Replica {
 	}
 	g := newGate(cfg.Lease.LeaseDuration, clk)
 	r := &Replica{cfg: cfg}
+	r.guard = newCountGuard(&r.cfg, clock.RealClock{})
+	g.guard = r.guard
 	for _, s := range cfg.Shards {
 		r.slots = append(r.slots, &slot{shard: s, cfg: &r.cfg, turn: g.turnFor(s.Index)})
 	}
@@ -61,6 +66,7 @@ func NewReplica(cfg Config) *Replica {
 // the others too (gracefully), and Run returns its error: the process
 // exits, to be restarted.
 func (r *Replica) Run(ctx context.Context) error {
+	r.guard.logger = klog.FromContext(ctx)
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	errs := make([]error, len(r.slots))
@@ -102,6 +108,11 @@ func (r *Replica) Healthy() error {
 	return nil
 }
 
+// LeasesOfOtherCount is the number of shard Leases that replicas with
+// another --shards held, unexpired, at this replica's last attempt to take
+// a shard: while it is not 0, this replica takes none.
+func (r *Replica) LeasesOfOtherCount() int { return int(r.guard.blocking.Load()) }
+
 // Status is one shard as this replica sees it.
 type Status struct {
 	Shard Shard
@@ -109,10 +120,11 @@ type Status struct {
 	Lease string
 	// Held: this replica holds the Lease and may write to the shard.
 	Held bool
-	// CachedBooks is the number of Books in the shard's cache, if Cached:
-	// there is a cache while the shard's work runs.
-	CachedBooks int
-	Cached      bool
+	// CachedBooks and CachedConfigMaps are the number of Books and of
+	// ConfigMaps in the shard's caches, if Cached: there are caches while
+	// the shard's work runs.
+	CachedBooks, CachedConfigMaps int
+	Cached                        bool
 }
 
 // Status reports every shard, for the metrics.
@@ -122,7 +134,7 @@ func (r *Replica) Status() []Status {
 		fence, work := s.current()
 		out[i] = Status{Shard: s.shard, Lease: LeaseName(r.cfg.Lease.Name, s.shard.Index), Held: held(fence)}
 		if work != nil {
-			out[i].CachedBooks, out[i].Cached = work.cachedBooks()
+			out[i].CachedBooks, out[i].CachedConfigMaps, out[i].Cached = work.cached()
 		}
 	}
 	return out
@@ -152,10 +164,16 @@ func (s *slot) run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	for {
 		err := s.attempt(ctx)
-		if ctx.Err() != nil || !errors.Is(err, leader.ErrLost) {
+		switch {
+		case ctx.Err() != nil:
+			return err
+		case errors.Is(err, errGaveBack):
+			logger.Info("Gave a shard back right after taking it; standing by for it again", "shard", s.shard.Index, "err", err)
+		case errors.Is(err, leader.ErrLost):
+			logger.Info("Lost a shard; standing by for it again", "shard", s.shard.Index, "err", err)
+		default:
 			return err
 		}
-		logger.Info("Lost a shard; standing by for it again", "shard", s.shard.Index, "err", err)
 	}
 }
 
@@ -166,12 +184,13 @@ func (s *slot) attempt(ctx context.Context) error {
 	cfg := s.cfg.Lease
 	cfg.Name = LeaseName(cfg.Name, s.shard.Index)
 	cfg.Gate, cfg.AfterLoss = s.turn, afterLoss
+	cfg.Labels = s.turn.gate.guard.labels()
 	elector, err := leader.New(cfg, s.cfg.Leases)
 	if err != nil {
 		return err
 	}
 	fence := elector.Fence()
-	w := &work{shard: s.shard, build: func(ctx context.Context) (Stack, error) {
+	w := &work{shard: s.shard, check: s.turn.gate.guard.check, build: func(ctx context.Context) (Stack, error) {
 		return s.cfg.Build(ctx, s.shard, fence)
 	}}
 	s.set(fence, w)

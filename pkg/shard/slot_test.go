@@ -49,7 +49,7 @@ type fakeStack struct {
 	started, running, stopped bool
 	abortCause, writeAtAbort  error
 	synced                    bool
-	books                     int
+	books, configMaps         int
 }
 
 func newFakeStack() *fakeStack { return &fakeStack{aborted: make(chan struct{})} }
@@ -84,9 +84,10 @@ func (s *fakeStack) Abort(cause error) {
 	s.abortOnce.Do(func() { close(s.aborted) })
 }
 
-func (s *fakeStack) HasSynced() bool  { s.mu.Lock(); defer s.mu.Unlock(); return s.synced }
-func (s *fakeStack) CachedBooks() int { s.mu.Lock(); defer s.mu.Unlock(); return s.books }
-func (s *fakeStack) Stop()            { s.mu.Lock(); s.stopped = true; s.mu.Unlock() }
+func (s *fakeStack) HasSynced() bool       { s.mu.Lock(); defer s.mu.Unlock(); return s.synced }
+func (s *fakeStack) CachedBooks() int      { s.mu.Lock(); defer s.mu.Unlock(); return s.books }
+func (s *fakeStack) CachedConfigMaps() int { s.mu.Lock(); defer s.mu.Unlock(); return s.configMaps }
+func (s *fakeStack) Stop()                 { s.mu.Lock(); s.stopped = true; s.mu.Unlock() }
 
 func (s *fakeStack) state() (started, running, stopped bool) {
 	s.mu.Lock()

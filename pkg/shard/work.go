@@ -2,6 +2,8 @@ package shard
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 
 	"k8s.io/klog/v2"
@@ -25,6 +27,8 @@ type Stack interface {
 	HasSynced() bool
 	// CachedBooks is the number of Books in the cache.
 	CachedBooks() int
+	// CachedConfigMaps is the number of ConfigMaps in the cache.
+	CachedConfigMaps() int
 	// Stop stops the informers and waits for them, and stops whatever else
 	// Build started (the Event broadcaster).
 	Stop()
@@ -38,10 +42,13 @@ type Stack interface {
 type work struct {
 	shard Shard
 	build func(ctx context.Context) (Stack, error)
+	// check, if not nil, is the count guard's, run again once the Lease is
+	// acquired and before anything is built (count.go says why).
+	check func(ctx context.Context) error
 
 	// mu guards aborted and stack: Run's goroutine sets and clears stack,
 	// the elector's Run calls Abort from its own, and the probes and the
-	// metrics scrape read stack (synced, cachedBooks).
+	// metrics scrape read stack (synced, cached).
 	mu      sync.Mutex
 	aborted error // the first Abort's cause
 	stack   Stack // nil before Build and after Run
@@ -49,12 +56,22 @@ type work struct {
 
 var _ leader.Work = (*work)(nil)
 
+// errGaveBack is wrapped by the error of a work that gave its Lease back,
+// having written nothing, because the check right after the acquisition
+// failed: its slot stands by for the shard again.
+var errGaveBack = errors.New("gave the shard back right after acquiring it")
+
 // Run builds the shard's stack, starts its informers and runs its
 // controller until ctx ends and it has drained, or until Abort; then it
 // stops the informers and waits for them.
 func (w *work) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("shard", w.shard.Index)
 	ctx = klog.NewContext(ctx, logger)
+	if w.check != nil {
+		if err := w.check(ctx); err != nil {
+			return fmt.Errorf("%w: %w", errGaveBack, err)
+		}
+	}
 	stack, err := w.build(ctx)
 	if err != nil {
 		return err
@@ -113,12 +130,12 @@ func (w *work) synced() bool {
 	return stack != nil && stack.HasSynced()
 }
 
-// cachedBooks is the number of Books in the shard's cache; ok is false
-// while there is no cache.
-func (w *work) cachedBooks() (n int, ok bool) {
+// cached is the number of Books and of ConfigMaps in the shard's caches;
+// ok is false while there are no caches.
+func (w *work) cached() (books, configMaps int, ok bool) {
 	stack := w.current()
 	if stack == nil {
-		return 0, false
+		return 0, 0, false
 	}
-	return stack.CachedBooks(), true
+	return stack.CachedBooks(), stack.CachedConfigMaps(), true
 }

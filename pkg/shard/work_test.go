@@ -36,7 +36,7 @@ func TestWorkAbortedBeforeItsBuildNeverStarts(t *testing.T) {
 		t.Errorf("started %v, running %v, stopped %v, aborted with %v: want only stopped, aborted with the loss",
 			started, running, stopped, st.abortCause)
 	}
-	if _, ok := w.cachedBooks(); ok || w.synced() {
+	if _, _, ok := w.cached(); ok || w.synced() {
 		t.Error("an aborted work reports a cache")
 	}
 }
@@ -47,7 +47,7 @@ func TestWorkAbortedBeforeItsBuildNeverStarts(t *testing.T) {
 // is left.
 func TestWorkDropsItsCachesWhenItEnds(t *testing.T) {
 	st := newFakeStack()
-	st.synced, st.books = true, 3
+	st.synced, st.books, st.configMaps = true, 3, 2
 	builds := 0
 	w := &work{shard: Equal(1)[0], build: builder(st, &builds)}
 	done := make(chan error, 1)
@@ -59,8 +59,8 @@ func TestWorkDropsItsCachesWhenItEnds(t *testing.T) {
 	if started, _, _ := st.state(); !started {
 		t.Error("the controller runs before its informers started")
 	}
-	if n, ok := w.cachedBooks(); !ok || n != 3 || !w.synced() {
-		t.Errorf("while running: %d Books cached (ok %v), synced %v; want 3, true, true", n, ok, w.synced())
+	if n, cms, ok := w.cached(); !ok || n != 3 || cms != 2 || !w.synced() {
+		t.Errorf("while running: %d Books and %d ConfigMaps cached (ok %v), synced %v; want 3, 2, true, true", n, cms, ok, w.synced())
 	}
 
 	w.Abort(errors.New("lost"))
@@ -75,7 +75,7 @@ func TestWorkDropsItsCachesWhenItEnds(t *testing.T) {
 	if _, _, stopped := st.state(); !stopped {
 		t.Error("the informers were not stopped")
 	}
-	if _, ok := w.cachedBooks(); ok || w.synced() {
+	if _, _, ok := w.cached(); ok || w.synced() {
 		t.Error("the caches outlive the work")
 	}
 	if builds != 1 {
@@ -91,7 +91,7 @@ func TestWorkBuildFailure(t *testing.T) {
 	if err := w.Run(context.Background()); !errors.Is(err, bad) {
 		t.Fatalf("Run: %v, want the build's error", err)
 	}
-	if _, ok := w.cachedBooks(); ok {
+	if _, _, ok := w.cached(); ok {
 		t.Error("a failed build left a cache")
 	}
 	w.Abort(errors.New("after the end")) // must not reach a stack

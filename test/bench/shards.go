@@ -41,8 +41,8 @@ type ShardResult struct {
 	Rounds     []*ShardRound `json:"rounds"`
 }
 
-// ShardRound is one unsharded phase and two sharded ones: with equal hash
-// ranges, and with boundaries balanced over the namespaces.
+// ShardRound is one unsharded phase and one sharded, with the default
+// flags besides --shards (Books placed by the hash of their UID).
 type ShardRound struct {
 	Index  int           `json:"round"`
 	Phases []*ShardPhase `json:"phases"`
@@ -52,11 +52,11 @@ type ShardRound struct {
 type ShardPhase struct {
 	Name   string `json:"name"`
 	Shards int    `json:"shards"`
-	// Boundaries are --shard-boundaries; empty: equal ranges.
-	Boundaries    []string `json:"boundaries,omitempty"`
-	BooksPerShard []int    `json:"booksPerShard"`
-	LoadAvgStart  string   `json:"loadAvgStart"`
-	CreateSeconds float64  `json:"createSeconds"`
+	// BooksPerShard counts the phase's Books by the shard their UIDs
+	// hash into.
+	BooksPerShard []int   `json:"booksPerShard"`
+	LoadAvgStart  string  `json:"loadAvgStart"`
+	CreateSeconds float64 `json:"createSeconds"`
 	// Seconds from the replicas' start until every Book was Ready.
 	ConvergeSeconds float64            `json:"convergeSeconds"`
 	BooksPerSecond  float64            `json:"booksPerSecond"`
@@ -76,8 +76,8 @@ type ShardReplica struct {
 
 // shardNamespaces names the namespaces, the same in every phase (each
 // phase deletes them when it ends), in a shape users have (team-like names
-// with a number), not chosen for balance: the per-shard table shows the
-// balance the hash gives these names.
+// with a number), which a hash of the namespace put all in one shard: the
+// per-shard table shows that the UIDs' hash spreads their Books.
 func shardNamespaces(count int) []string {
 	out := make([]string, count)
 	for i := range out {
@@ -90,18 +90,12 @@ func (e *env) runShards(ctx context.Context) error {
 	o := e.o
 	res := &ShardResult{Started: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Cluster: e.res.Cluster,
 		N: o.n, Namespaces: o.shardNamespaces, Shards: o.shards, OurArgs: o.ourArgs}
-	weights := map[string]int{}
-	for _, ns := range shardNamespaces(o.shardNamespaces) {
-		weights[ns] = 1 // the Books are spread evenly
-	}
 	variants := []struct {
-		name       string
-		k          int
-		boundaries []string
+		name string
+		k    int
 	}{
-		{"unsharded", 1, nil},
-		{fmt.Sprintf("%d-shards-equal", o.shards), o.shards, nil},
-		{fmt.Sprintf("%d-shards-balanced", o.shards), o.shards, shard.BalancedBoundaries(weights, o.shards)},
+		{"unsharded", 1},
+		{fmt.Sprintf("%d-shards", o.shards), o.shards},
 	}
 	for r := 1; r <= o.rounds; r++ {
 		e.round = r
@@ -111,7 +105,7 @@ func (e *env) runShards(ctx context.Context) error {
 		// fresher.
 		for j := range variants {
 			v := variants[(j+r-1)%len(variants)]
-			p, err := e.shardPhase(ctx, r, v.name, v.k, v.boundaries)
+			p, err := e.shardPhase(ctx, r, v.name, v.k)
 			round.Phases = append(round.Phases, p)
 			if err != nil {
 				_ = writeShards(o, res)
@@ -135,9 +129,9 @@ func (p *ShardPhase) replicaSummary() string {
 // unsharded, with leader election as a Deployment runs it) and waits until
 // every Book is Ready; then it reads each replica's /proc and stops them,
 // and deletes the namespaces.
-func (e *env) shardPhase(ctx context.Context, round int, name string, k int, boundaries []string) (*ShardPhase, error) {
+func (e *env) shardPhase(ctx context.Context, round int, name string, k int) (*ShardPhase, error) {
 	o := e.o
-	p := &ShardPhase{Name: name, Shards: k, Boundaries: boundaries}
+	p := &ShardPhase{Name: name, Shards: k}
 	waitLoad(ctx, o.maxLoad)
 	p.LoadAvgStart = loadavg()
 	namespaces := shardNamespaces(o.shardNamespaces)
@@ -211,9 +205,6 @@ func (e *env) shardPhase(ctx context.Context, round int, name string, k int, bou
 				if k > 1 {
 					a = append(a, "--shards", fmt.Sprint(k))
 				}
-				if len(boundaries) > 0 {
-					a = append(a, "--shard-boundaries", strings.Join(boundaries, ","))
-				}
 				return append(a, strings.Fields(o.ourArgs)...)
 			}}
 		pr, err := e.startController(spec, "", fmt.Sprintf("r%d-%s-%d", round, name, r))
@@ -238,20 +229,9 @@ func (e *env) shardPhase(ctx context.Context, round int, name string, k int, bou
 	p.LoadAvgEnd = loadavg()
 
 	// Which replica holds which shard, and so how many Books each served.
-	ranges := shard.Equal(max(k, 1))
-	if len(boundaries) > 0 {
-		var err error
-		if ranges, err = shard.At(boundaries); err != nil {
-			return p, err
-		}
-	}
-	booksOf := make([]int, max(k, 1))
-	for i, ns := range namespaces {
-		n := per
-		if i < o.n%len(namespaces) {
-			n++
-		}
-		booksOf[shard.In(ns, ranges)] += n
+	booksOf, err := e.booksPerShard(ctx, namespaces, max(k, 1))
+	if err != nil {
+		return p, err
 	}
 	p.BooksPerShard = booksOf
 	holders := map[string][]int{}
@@ -282,6 +262,22 @@ func (e *env) shardPhase(ctx context.Context, round int, name string, k int, bou
 		p.Replicas = append(p.Replicas, rep)
 	}
 	return p, nil
+}
+
+// booksPerShard counts the Books of the namespaces by the shard, of k,
+// their UIDs hash into.
+func (e *env) booksPerShard(ctx context.Context, namespaces []string, k int) ([]int, error) {
+	out := make([]int, k)
+	for _, ns := range namespaces {
+		list, err := e.books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing the Books of %s: %w", ns, err)
+		}
+		for _, b := range list.Items {
+			out[shard.Of(b.UID, k)]++
+		}
+	}
+	return out, nil
 }
 
 // identityOf reads the replica's identity from its log's start line.
@@ -349,7 +345,7 @@ func shardsMarkdown(r *ShardResult) string {
 	if r.OurArgs != "" {
 		fmt.Fprintf(&b, "Every replica also ran with `%s`.\n\n", r.OurArgs)
 	}
-	b.WriteString("Each phase is a backlog: the Books are created first, then the replicas start (with --leader-elect; sharded ones with --shards, and the balanced ones with --shard-boundaries from BalancedBoundaries over the namespaces); ")
+	b.WriteString("Each phase is a backlog: the Books are created first, then the replicas start (with --leader-elect; sharded ones with --shards and no other flag, their Books placed by the hash of their UIDs); ")
 	b.WriteString("Books/s is N over the time from their start until every Book is Ready. Peak RSS is each process's VmHWM; CPU is its user+system time over the phase. ")
 	b.WriteString("The API server, etcd, the replicas and the bench share the machine (and, where the load average says so, other work), so the API server bounds every throughput here.\n\n")
 	b.WriteString("| round | phase | load avg (start → end) | Books/s | replica | shards | Books | peak RSS | CPU s | CPU ms per Book |\n|---|---|---|---:|---|---|---:|---:|---:|---:|\n")
@@ -393,15 +389,15 @@ func shardsMarkdown(r *ShardResult) string {
 				p.BooksPerSecond/base.BooksPerSecond)
 		}
 	}
-	b.WriteString("\n## Books per shard\n\n| phase | boundaries | Books per shard |\n|---|---|---|\n")
-	if len(r.Rounds) > 0 {
-		for _, p := range r.Rounds[0].Phases {
-			if p.Shards > 1 {
-				bounds := "equal ranges"
-				if len(p.Boundaries) > 0 {
-					bounds = strings.Join(p.Boundaries, ", ")
+	b.WriteString("\n## Books per shard (by the hash of their UIDs)\n\n| round | phase | Books per shard | largest / mean |\n|---|---|---|---:|\n")
+	for _, rd := range r.Rounds {
+		for _, p := range rd.Phases {
+			if p.Shards > 1 && len(p.BooksPerShard) > 0 {
+				total, largest := 0, 0
+				for _, n := range p.BooksPerShard {
+					total, largest = total+n, max(largest, n)
 				}
-				fmt.Fprintf(&b, "| %s | %s | %v |\n", p.Name, bounds, p.BooksPerShard)
+				fmt.Fprintf(&b, "| %d | %s | %v | %.3f |\n", rd.Index, p.Name, p.BooksPerShard, float64(largest)*float64(len(p.BooksPerShard))/float64(max(total, 1)))
 			}
 		}
 	}

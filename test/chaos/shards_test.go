@@ -20,11 +20,12 @@ import (
 )
 
 // The sharding tests run four replicas with --shards 3 (three holders and
-// a spare, as manifests/overlays/sharded does) over 30 namespaces, ten per
-// shard, with CHAOS_BOOKS/10 Books in each (100 at the default scale), and
-// judge them from the API server: shard Leases and writes in the audit log,
-// the Books and ConfigMaps in the end. A sharded replica watches every
-// namespace, so these tests, like all here, run one at a time.
+// a spare, as manifests/overlays/sharded does) over 30 namespaces with
+// CHAOS_BOOKS/10 Books in each (100 at the default scale), the Books of
+// every namespace spread over the shards by their UIDs, and judge them from
+// the API server: shard Leases and writes in the audit log, the Books and
+// ConfigMaps in the end. A sharded replica watches every namespace, so
+// these tests, like all here, run one at a time.
 const (
 	shardCount  = 3
 	shardNSEach = 10
@@ -33,7 +34,7 @@ const (
 // shardedRun is one test's replicas and namespaces.
 type shardedRun struct {
 	leaseNS, leaseID string
-	byShard          [][]string
+	nss              []string
 	replicas         []*framework.Replica
 	want             map[string]map[string]spec // namespace → Book → spec
 }
@@ -41,7 +42,10 @@ type shardedRun struct {
 func startSharded(t *testing.T, leaseID string, replicas int, viaProxy bool) *shardedRun {
 	t.Helper()
 	s := &shardedRun{leaseNS: env.Namespace(t), leaseID: leaseID, want: map[string]map[string]spec{}}
-	s.byShard = env.ShardedNamespaces(t, leaseID, shardCount, shardNSEach)
+	for k := range shardCount * shardNSEach {
+		s.nss = append(s.nss, fmt.Sprintf("%s-%d", leaseID, k))
+	}
+	env.NamedNamespaces(t, s.nss...)
 	for k := range replicas {
 		s.replicas = append(s.replicas, s.start(t, k, viaProxy))
 	}
@@ -53,7 +57,7 @@ func (s *shardedRun) start(t *testing.T, k int, viaProxy bool) *framework.Replic
 		Namespace: s.leaseNS, LeaseID: s.leaseID, Shards: shardCount, ViaProxy: viaProxy, Args: []string{"-v=2"}})
 }
 
-func (s *shardedRun) namespaces() []string { return slices.Concat(s.byShard...) }
+func (s *shardedRun) namespaces() []string { return s.nss }
 
 // holders waits for every shard to be held by a different running replica.
 func (s *shardedRun) holders(t *testing.T) []*framework.Replica {
@@ -103,35 +107,32 @@ func (s *shardedRun) converged(t *testing.T) {
 }
 
 // check judges the shards from the audit log: no write outside its
-// writer's hold of the shard's Lease, no two holders at once.
+// writer's hold of the shard's Lease, no two holders at once. The Books are
+// placed in shards by their UIDs, listed now.
 func (s *shardedRun) check(t *testing.T) []*framework.LeadershipReport {
 	t.Helper()
-	reps := env.CheckShardLeaderships(t, s.leaseNS, s.leaseID, s.byShard, timings.RenewDeadline)
+	var books []*webappv1.Book
+	for _, ns := range s.nss {
+		list, err := env.Books.WebappV1().Books(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range list.Items {
+			books = append(books, &list.Items[i])
+		}
+	}
+	reps := env.CheckShardLeaderships(t, s.leaseNS, s.leaseID, framework.BooksByShard(books, shardCount), timings.RenewDeadline)
 	for _, r := range reps {
 		writesAfterLoss.Add(int64(len(r.Outside)))
 	}
 	return reps
 }
 
-// interleaved lists the namespaces of shard first and of the other shards
-// turn by turn, so that a workload over them keeps every shard busy.
-func (s *shardedRun) interleaved(first int) []string {
-	var out []string
-	for k := range shardNSEach {
-		out = append(out, s.byShard[first][k])
-		for i := range shardCount {
-			if i != first {
-				out = append(out, s.byShard[i][k])
-			}
-		}
-	}
-	return out
-}
-
 // TestShardHolderKilled: three holders and a spare, 30 namespaces ×
 // CHAOS_BOOKS/10 Books: every Book Ready, each holder caching its shard's
-// Books only, the spare none. Then, while every Book is updated (shard 1's
-// first) and Books are added to shard 1, the holder of shard 1 is killed
+// Books only, the spare none. Then, while every Book is updated namespace
+// by namespace (each holds Books of every shard) and Books are added to ten
+// namespaces, the holder of shard 1 is killed
 // with SIGKILL: the spare must take shard 1 within the lease duration + 5 s,
 // the other shards keep being written meanwhile, and every Book converges
 // to its last spec; the audit log shows each shard written by one replica
@@ -149,8 +150,8 @@ func TestShardHolderKilled(t *testing.T) {
 
 	var counts []string
 	for i, r := range holders {
-		want := float64(shardNSEach * perNS)
-		poll.Eventually(t, fmt.Sprintf("%s to cache the %v Books of shard %d alone", r.Name, want, i), pollInterval, time.Minute,
+		var want, others int
+		poll.Eventually(t, fmt.Sprintf("%s to cache the Books of shard %d alone", r.Name, i), pollInterval, time.Minute,
 			func(ctx context.Context) error {
 				got, err := framework.CachedBooks(r.MetricsAddr)
 				if err != nil {
@@ -163,13 +164,12 @@ func TestShardHolderKilled(t *testing.T) {
 				// kube-apiserver restarted (TestAPIServerKilled) and did
 				// not yet serve the Book CRD's discovery, so the Books
 				// stayed in etcd; alone, the same namespace empties in 10 s.
-				others, err := booksElsewhereInShard(ctx, s.namespaces(), i)
-				if err != nil {
+				if want, others, err = booksInShard(ctx, s.namespaces(), i); err != nil {
 					return err
 				}
-				return poll.Done(got == want+float64(others), "book_controller_cached_books %v (%d Books of other tests' namespaces in shard %d)", got, others, i)
+				return poll.Done(got == float64(want+others), "book_controller_cached_books %v; shard %d has %d of this test's Books and %d of other tests'", got, i, want, others)
 			})
-		counts = append(counts, fmt.Sprintf("shard %d: %v", i, want))
+		counts = append(counts, fmt.Sprintf("shard %d: %d", i, want))
 	}
 	if n, err := framework.CachedBooks(spare.MetricsAddr); err == nil {
 		t.Errorf("the spare %s caches %v Books, want none", spare.Name, n)
@@ -190,9 +190,9 @@ func TestShardHolderKilled(t *testing.T) {
 			faults.Add(1)
 		})
 	}
-	for k, ns := range s.interleaved(1) {
+	for k, ns := range s.namespaces() {
 		s.update(t, ns, "r1")
-		if slices.Contains(s.byShard[1], ns) {
+		if k%shardCount == 1 {
 			s.create(t, []string{ns}, "added", 2)
 		}
 		if k == shardCount-1 {
@@ -252,13 +252,13 @@ func TestShardHolderPartitioned(t *testing.T) {
 	cutAt := time.Now()
 	old.Proxy.BlackHole()
 	faults.Add(1)
-	for _, ns := range s.byShard[1] {
+	for _, ns := range s.namespaces() {
 		s.update(t, ns, "cut")
 	}
 	time.Sleep(time.Until(cutAt.Add(partition)))
 	old.Proxy.Pass()
 	healedAt := time.Now()
-	for _, ns := range s.byShard[1] {
+	for _, ns := range s.namespaces() {
 		s.update(t, ns, "healed")
 	}
 	s.converged(t)
@@ -304,19 +304,22 @@ func TestShardHolderPartitioned(t *testing.T) {
 		partition, took.Round(10*time.Millisecond), next.Holder, lastHold.Until.Sub(cutAt).Round(10*time.Millisecond), inFlight)
 }
 
-// booksElsewhereInShard counts the Books outside the test's namespaces
-// whose namespace falls into shard i of shardCount: what another test left
-// behind, which the holder of shard i caches too.
-func booksElsewhereInShard(ctx context.Context, own []string, i int) (int, error) {
+// booksInShard counts the Books whose UID falls into shard i of
+// shardCount: in the test's namespaces (own), and elsewhere (others),
+// which another test left behind and the holder of shard i caches too.
+func booksInShard(ctx context.Context, own []string, i int) (mine, others int, err error) {
 	list, err := env.Books.WebappV1().Books(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	n := 0
 	for _, b := range list.Items {
-		if !slices.Contains(own, b.Namespace) && shard.Of(b.Namespace, shardCount) == i {
-			n++
+		switch {
+		case shard.Of(b.UID, shardCount) != i:
+		case slices.Contains(own, b.Namespace):
+			mine++
+		default:
+			others++
 		}
 	}
-	return n, nil
+	return mine, others, nil
 }

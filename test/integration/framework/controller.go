@@ -26,10 +26,8 @@ type ControllerOptions struct {
 	RESTConfig *rest.Config
 	// LeaderElection is passed through to the manager.
 	LeaderElection manager.LeaderElection
-	// Shards and ShardBoundaries are passed through: with Shards above 1
-	// the controller watches every namespace (leave Namespace empty).
-	Shards          int
-	ShardBoundaries []string
+	// Shards is passed through.
+	Shards int
 	// MetricsAddr and ProbeAddr are passed through; empty means off.
 	MetricsAddr, ProbeAddr string
 	// ConflictRecheck defaults to one second. A test that must show a Book
@@ -71,20 +69,19 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	rc := &RunningController{cancel: cancel, exited: make(chan struct{})}
 	mc := manager.Config{
-		RESTConfig:      cfg,
-		Namespace:       opts.Namespace,
-		Workers:         opts.Workers,
-		ResyncPeriod:    0,
-		LeaderElection:  opts.LeaderElection,
-		Shards:          opts.Shards,
-		ShardBoundaries: opts.ShardBoundaries,
-		MetricsAddr:     opts.MetricsAddr,
-		MetricsSecure:   opts.MetricsSecure,
-		MetricsCertDir:  opts.MetricsCertDir,
-		ProbeAddr:       opts.ProbeAddr,
-		UIAddr:          opts.UIAddr,
-		EventQPS:        opts.EventQPS,
-		EventBurst:      opts.EventBurst,
+		RESTConfig:     cfg,
+		Namespace:      opts.Namespace,
+		Workers:        opts.Workers,
+		ResyncPeriod:   0,
+		LeaderElection: opts.LeaderElection,
+		Shards:         opts.Shards,
+		MetricsAddr:    opts.MetricsAddr,
+		MetricsSecure:  opts.MetricsSecure,
+		MetricsCertDir: opts.MetricsCertDir,
+		ProbeAddr:      opts.ProbeAddr,
+		UIAddr:         opts.UIAddr,
+		EventQPS:       opts.EventQPS,
+		EventBurst:     opts.EventBurst,
 	}
 	mc.Controller.FIFOQueue = opts.FIFOQueue
 	mc.Controller.ConflictRecheck = opts.ConflictRecheck

@@ -14,22 +14,15 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"ydzs.io/book-controller/internal/poll"
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	"ydzs.io/book-controller/pkg/shard"
 )
 
-// ShardedNamespaces creates perShard namespaces in each of n shards (names
-// chosen by their hash, so every shard gets its share) and deletes them at
-// cleanup. It returns them by shard.
-func (e *Env) ShardedNamespaces(t testing.TB, prefix string, n, perShard int) [][]string {
+// NamedNamespaces creates the namespaces given and deletes them at
+// cleanup.
+func (e *Env) NamedNamespaces(t testing.TB, names ...string) {
 	t.Helper()
-	out := make([][]string, n)
-	prefix = sanitize(prefix)
-	for k, full := 0, 0; full < n; k++ {
-		name := fmt.Sprintf("%s-%d", prefix, k)
-		i := shard.Of(name, n)
-		if len(out[i]) == perShard {
-			continue
-		}
+	for _, name := range names {
 		if _, err := e.Kube.CoreV1().Namespaces().Create(context.Background(),
 			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating namespace %s: %v", name, err)
@@ -37,9 +30,16 @@ func (e *Env) ShardedNamespaces(t testing.TB, prefix string, n, perShard int) []
 		t.Cleanup(func() {
 			_ = e.Kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 		})
-		if out[i] = append(out[i], name); len(out[i]) == perShard {
-			full++
-		}
+	}
+}
+
+// BooksByShard is the keys (namespace/name) of the Books in each of n
+// shards, placed by their UIDs as the API server places them.
+func BooksByShard(books []*webappv1.Book, n int) [][]string {
+	out := make([][]string, n)
+	for _, b := range books {
+		i := shard.Of(b.UID, n)
+		out[i] = append(out[i], b.Namespace+"/"+b.Name)
 	}
 	return out
 }
@@ -79,16 +79,24 @@ func (e *Env) WaitForShardHolders(t testing.TB, namespace, leaseID string, n int
 	return holders
 }
 
-// ShardWrites are the controller writes to the given namespaces (one
-// shard's).
-func ShardWrites(events []auditv1.Event, namespaces []string) []AuditWrite {
+// ShardWrites are the controller writes that concern the given Books (one
+// shard's, as namespace/name keys): to the Books, their status, their
+// ConfigMaps (named after their Book) and their Events (named
+// <book>.<suffix> by client-go's recorder).
+func ShardWrites(events []auditv1.Event, books []string) []AuditWrite {
 	in := map[string]bool{}
-	for _, ns := range namespaces {
-		in[ns] = true
+	for _, key := range books {
+		in[key] = true
 	}
 	var out []AuditWrite
 	for _, w := range ControllerWrites(events, "") {
-		if ns, _, _ := strings.Cut(w.Object, "/"); in[ns] {
+		key := w.Object
+		if w.Resource == "events" {
+			if i := strings.LastIndex(key, "."); i > 0 {
+				key = key[:i]
+			}
+		}
+		if in[key] {
 			out = append(out, w)
 		}
 	}
@@ -96,7 +104,8 @@ func ShardWrites(events []auditv1.Event, namespaces []string) []AuditWrite {
 }
 
 // CheckShardLeaderships reads the audit log and, shard by shard, fails the
-// test on any controller write to the shard's namespaces (byShard[i]) made
+// test on any controller write concerning the shard's Books (byShard[i],
+// namespace/name keys, from BooksByShard) made
 // outside its writer's hold of the shard's Lease, and on two holds that
 // overlap: each Book is written by one replica at a time. It returns the
 // reports.
@@ -104,9 +113,9 @@ func (e *Env) CheckShardLeaderships(t testing.TB, namespace, leaseID string, byS
 	t.Helper()
 	events := e.AuditLog(t)
 	out := make([]*LeadershipReport, len(byShard))
-	for i, namespaces := range byShard {
+	for i, books := range byShard {
 		lease := shard.LeaseName(leaseID, i)
-		r, err := LeadershipsOver(events, namespace, lease, ShardWrites(events, namespaces), renewDeadline)
+		r, err := LeadershipsOver(events, namespace, lease, ShardWrites(events, books), renewDeadline)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,4 +144,14 @@ func CachedBooks(addr string) (float64, error) {
 		return 0, err
 	}
 	return MetricValue(families, "book_controller_cached_books")
+}
+
+// CachedConfigMaps is a replica's book_controller_cached_configmaps,
+// summed over the shards it holds.
+func CachedConfigMaps(addr string) (float64, error) {
+	families, err := ScrapeMetrics(addr)
+	if err != nil {
+		return 0, err
+	}
+	return MetricValue(families, "book_controller_cached_configmaps")
 }

@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"ydzs.io/book-controller/internal/poll"
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
@@ -28,90 +30,86 @@ import (
 const shards = 3
 
 // TestShardsSpreadAndEachBookHasOneWriter: three replicas with --shards 3
-// take a shard each; every Book becomes Ready; the audit log shows every
-// write to a shard's namespaces made by the holder of its Lease, while it
-// held it, and each Book written by one replica only; each replica caches
-// the Books of its shard and no other. The namespaces are named alike
-// (spread-team-00 …), which equal hash ranges put in one shard: the
-// replicas get --shard-boundaries balanced over them.
+// and no other flag take a shard each; every Book becomes Ready; each
+// replica caches the Books of its shard and their ConfigMaps, and no
+// other. The namespaces are named alike (spread-team-00 …), which a hash
+// of the namespace would have put in one shard. A ConfigMap whose bucket
+// label is stripped, and one relabelled into another shard's bucket, are
+// repaired by their Book's shard; the replica that now sees the relabelled
+// one, without its Book, writes nothing. The audit log shows every write
+// concerning a shard's Books made by the holder of its Lease, while it
+// held it, and each Book written by one replica only.
 func TestShardsSpreadAndEachBookHasOneWriter(t *testing.T) {
 	leaseNS := env.Namespace(t)
-	weights := map[string]int{}
+	var namespaces []string
 	for i := range 4 * shards {
-		ns := fmt.Sprintf("spread-team-%02d", i)
-		if _, err := env.Kube.CoreV1().Namespaces().Create(context.Background(),
-			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-		weights[ns] = 1
+		namespaces = append(namespaces, fmt.Sprintf("spread-team-%02d", i))
 	}
-	boundaries := shard.BalancedBoundaries(weights, shards)
-	ranges, err := shard.At(boundaries)
-	if err != nil {
-		t.Fatal(err)
-	}
-	byShard := make([][]string, shards)
-	equal := map[int]bool{}
-	for ns := range weights {
-		i := shard.In(ns, ranges)
-		byShard[i] = append(byShard[i], ns)
-		equal[shard.Of(ns, shards)] = true
-	}
-	if len(equal) != 1 {
-		t.Logf("equal ranges would spread these namespaces over %d shards too", len(equal))
-	}
-	var replicas []*framework.Replica
-	for k := range 3 {
-		replicas = append(replicas, env.StartReplica(t, binary, fmt.Sprintf("spread-%d", k), framework.ReplicaOptions{
-			Namespace: leaseNS, LeaseID: "spread", Shards: shards,
-			Args: []string{"--shard-boundaries=" + strings.Join(boundaries, ",")}}))
-	}
+	env.NamedNamespaces(t, namespaces...)
+	replicas := startReplicas(t, leaseNS, "spread", 3)
 	holders := env.WaitForShardHolders(t, leaseNS, "spread", shards, replicas...)
 
-	books := createBooks(t, byShard, 5, "v1")
+	all := createBooks(t, namespaces, 5, "v1")
+	books := booksByShard(all)
 	waitConverged(t, books, "v1")
-
 	for i, r := range holders {
-		want := float64(len(books[i]))
-		framework.Eventually(t, fmt.Sprintf("%s to cache the %v Books of shard %d alone", r.Name, want, i), func(context.Context) error {
-			got, err := framework.CachedBooks(r.MetricsAddr)
-			if err != nil {
-				return err
-			}
-			return poll.Done(got == want, "book_controller_cached_books %v", got)
-		})
+		waitCachesHoldShard(t, r, i)
 		families := framework.Scrape(t, r.MetricsAddr)
 		if held, err := framework.MetricValue(families, "book_controller_shards_held"); err != nil || held != 1 {
 			t.Errorf("%s: book_controller_shards_held %v (%v), want 1", r.Name, held, err)
-		}
-		if n, err := framework.MetricValue(families, "book_controller_cached_books", "shard", fmt.Sprint(i)); err != nil || n != want {
-			t.Errorf("%s: book_controller_cached_books{shard=%q} %v (%v), want %v", r.Name, fmt.Sprint(i), n, err, want)
 		}
 		if code, _, err := framework.HTTPGet(r.ProbeAddr, "/readyz"); err != nil || code != 200 {
 			t.Errorf("%s: /readyz %d (%v), want 200", r.Name, code, err)
 		}
 	}
+	relabelAndWaitForRepair(t, books)
 
+	byShard := framework.BooksByShard(all, shards)
 	env.CheckShardLeaderships(t, leaseNS, "spread", byShard, framework.TestLeaderTimings.RenewDeadline)
-	events := env.AuditLog(t)
-	for i := range shards {
-		writers := map[string]map[string]bool{} // Book or ConfigMap → writers
+	checkOneWriterPerShard(t, env.AuditLog(t), byShard, holders)
+}
+
+// relabelAndWaitForRepair strips the bucket label from a ConfigMap of
+// shard 0 and labels one of shard 1 with a bucket of shard 2, then waits
+// until both carry their Book's bucket again.
+func relabelAndWaitForRepair(t *testing.T, books [][]*webappv1.Book) {
+	t.Helper()
+	stripped, moved := books[0][0], books[1][0]
+	patch := func(b *webappv1.Book, value string) {
+		body := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, shard.BucketLabel, value)
+		if _, err := env.Kube.CoreV1().ConfigMaps(b.Namespace).Patch(context.Background(), b.Name,
+			types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("relabelling ConfigMap %s/%s: %v", b.Namespace, b.Name, err)
+		}
+	}
+	patch(stripped, "null")
+	patch(moved, fmt.Sprintf("%q", shard.BucketName(shard.Equal(shards)[2].First)))
+	for _, b := range []*webappv1.Book{stripped, moved} {
+		want := shard.BucketName(shard.BucketOf(b.UID))
+		env.WaitForConfigMap(t, b.Namespace, b.Name, "with bucket label "+want, func(cm *corev1.ConfigMap) bool {
+			return cm.Labels[shard.BucketLabel] == want
+		})
+	}
+}
+
+// checkOneWriterPerShard: every controller write concerning shard i's
+// Books is by holders[i], and each Book's status and ConfigMap were
+// written.
+func checkOneWriterPerShard(t *testing.T, events []auditv1.Event, byShard [][]string, holders []*framework.Replica) {
+	t.Helper()
+	for i := range byShard {
+		written := map[string]bool{} // Book or ConfigMap
 		for _, w := range framework.ShardWrites(events, byShard[i]) {
 			kind, _, _ := strings.Cut(w.Resource, "/") // books/status is the Book
-			if kind != "books" && kind != "configmaps" {
-				continue
+			if kind == "books" || kind == "configmaps" {
+				written[kind+" "+w.Object] = true
 			}
-			if writers[kind+" "+w.Object] == nil {
-				writers[kind+" "+w.Object] = map[string]bool{}
-			}
-			writers[kind+" "+w.Object][w.Writer] = true
 			if w.Writer != holders[i].Identity {
 				t.Errorf("shard %d, held by %s: written by %s: %s", i, holders[i].Name, w.Writer, w)
 			}
 		}
-		if len(writers) != 2*len(books[i]) { // each Book's status and its ConfigMap
-			t.Errorf("shard %d: %d objects written, want %d", i, len(writers), 2*len(books[i]))
+		if len(written) != 2*len(byShard[i]) { // each Book's status and its ConfigMap
+			t.Errorf("shard %d: %d objects written, want %d", i, len(written), 2*len(byShard[i]))
 		}
 	}
 }
@@ -124,10 +122,12 @@ func TestShardsSpreadAndEachBookHasOneWriter(t *testing.T) {
 // and no two replicas wrote a shard at once.
 func TestShardsMoveOnScaleDownAndBack(t *testing.T) {
 	leaseNS := env.Namespace(t)
-	byShard := env.ShardedNamespaces(t, "scale", shards, 2)
+	namespaces := []string{"scale-0", "scale-1", "scale-2", "scale-3", "scale-4", "scale-5"}
+	env.NamedNamespaces(t, namespaces...)
 	replicas := startReplicas(t, leaseNS, "scale", 3)
 	holders := env.WaitForShardHolders(t, leaseNS, "scale", shards, replicas...)
-	books := createBooks(t, byShard, 4, "v1")
+	all := createBooks(t, namespaces, 4, "v1")
+	books := booksByShard(all)
 	waitConverged(t, books, "v1")
 
 	// Scale down: the holder of shard 1 is stopped as a Deployment would.
@@ -167,18 +167,28 @@ func TestShardsMoveOnScaleDownAndBack(t *testing.T) {
 	updateBooks(t, books[1], "v3")
 	waitConverged(t, books, "v3", 1)
 
+	byShard := framework.BooksByShard(all, shards)
 	env.CheckShardLeaderships(t, leaseNS, "scale", byShard, framework.TestLeaderTimings.RenewDeadline)
+	checkCreatedOnce(t, env.AuditLog(t), all)
+}
+
+// checkCreatedOnce: the audit log shows one successful create of each
+// Book's ConfigMap.
+func checkCreatedOnce(t *testing.T, events []auditv1.Event, books []*webappv1.Book) {
+	t.Helper()
+	var keys []string
+	for _, b := range books {
+		keys = append(keys, b.Namespace+"/"+b.Name)
+	}
 	creates := map[string]int{}
-	for _, w := range framework.ShardWrites(env.AuditLog(t), slices.Concat(byShard...)) {
+	for _, w := range framework.ShardWrites(events, keys) {
 		if w.Resource == "configmaps" && w.Verb == "create" && w.Code == 201 {
 			creates[w.Object]++
 		}
 	}
-	for _, shardBooks := range books {
-		for _, b := range shardBooks {
-			if n := creates[b.Namespace+"/"+b.Name]; n != 1 {
-				t.Errorf("ConfigMap %s/%s created %d times, want once", b.Namespace, b.Name, n)
-			}
+	for _, key := range keys {
+		if n := creates[key]; n != 1 {
+			t.Errorf("ConfigMap %s created %d times, want once", key, n)
 		}
 	}
 }
@@ -203,35 +213,87 @@ func without(rs []*framework.Replica, gone *framework.Replica) []*framework.Repl
 	return out
 }
 
-// createBooks creates perNS Books with the title in every namespace, in
-// parallel, and returns them by shard.
-func createBooks(t *testing.T, byShard [][]string, perNS int, title string) [][]*webappv1.Book {
+// createBooks creates perNS Books with the title in every namespace, 16
+// at a time, and returns them.
+func createBooks(t *testing.T, namespaces []string, perNS int, title string) []*webappv1.Book {
 	t.Helper()
-	out := make([][]*webappv1.Book, len(byShard))
-	var mu sync.Mutex
+	return createBooksNamed(t, namespaces, perNS, "b", title)
+}
+
+// createBooksNamed is createBooks with the Books named prefix-<k>.
+func createBooksNamed(t *testing.T, namespaces []string, perNS int, prefix, title string) []*webappv1.Book {
+	t.Helper()
+	out := make([]*webappv1.Book, len(namespaces)*perNS)
+	next := make(chan int)
 	var wg sync.WaitGroup
-	for i, nss := range byShard {
-		for _, ns := range nss {
-			wg.Go(func() {
-				for k := range perNS {
-					b, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
-						framework.NewBook(ns, fmt.Sprintf("b-%d", k), title, int32(k)), metav1.CreateOptions{})
-					if err != nil {
-						t.Errorf("creating a Book in %s: %v", ns, err)
-						return
-					}
-					mu.Lock()
-					out[i] = append(out[i], b)
-					mu.Unlock()
+	for range 16 {
+		wg.Go(func() {
+			for j := range next {
+				ns, k := namespaces[j/perNS], j%perNS
+				b, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
+					framework.NewBook(ns, fmt.Sprintf("%s-%d", prefix, k), title, int32(k)), metav1.CreateOptions{})
+				if err != nil {
+					t.Errorf("creating a Book in %s: %v", ns, err)
+					continue
 				}
-			})
-		}
+				out[j] = b
+			}
+		})
 	}
+	for j := range out {
+		next <- j
+	}
+	close(next)
 	wg.Wait()
 	if t.Failed() {
 		t.FailNow()
 	}
 	return out
+}
+
+// booksByShard groups Books by the shard, of shards, their UIDs put them in.
+func booksByShard(books []*webappv1.Book) [][]*webappv1.Book {
+	out := make([][]*webappv1.Book, shards)
+	for _, b := range books {
+		i := shard.Of(b.UID, shards)
+		out[i] = append(out[i], b)
+	}
+	return out
+}
+
+// waitCachesHoldShard waits until replica r, holding shard i of shards,
+// caches exactly the Books of the cluster whose UIDs hash into shard i,
+// and the ConfigMaps labelled with its buckets (other tests' Books still
+// being deleted included), and returns how many of each.
+func waitCachesHoldShard(t *testing.T, r *framework.Replica, i int) (books, configMaps float64) {
+	t.Helper()
+	s := shard.Equal(shards)[i]
+	framework.Eventually(t, fmt.Sprintf("%s to cache the Books and ConfigMaps of shard %d alone", r.Name, i), func(ctx context.Context) error {
+		bookList, err := env.Books.WebappV1().Books(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		cmList, err := env.Kube.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx,
+			metav1.ListOptions{LabelSelector: s.ConfigMapSelector(controller.ManagedBySelector)})
+		if err != nil {
+			return err
+		}
+		wantBooks := 0
+		for _, b := range bookList.Items {
+			if s.Holds(b.UID) {
+				wantBooks++
+			}
+		}
+		families, err := framework.ScrapeMetrics(r.MetricsAddr)
+		if err != nil {
+			return err
+		}
+		books, _ = framework.MetricValue(families, "book_controller_cached_books", "shard", fmt.Sprint(i))
+		configMaps, _ = framework.MetricValue(families, "book_controller_cached_configmaps", "shard", fmt.Sprint(i))
+		return poll.Done(books == float64(wantBooks) && configMaps == float64(len(cmList.Items)),
+			"cached %v Books and %v ConfigMaps; the shard has %d and %d", books, configMaps, wantBooks, len(cmList.Items))
+	})
+	return books, configMaps
 }
 
 // updateBooks sets the title of every Book given.
@@ -301,29 +363,31 @@ func TestShardsNeedTheFeatureGate(t *testing.T) {
 
 // TestShardsInProcess runs two sharded managers in this test process, so
 // that `make test`'s race detector sees the sharded code paths: both serve
-// a shard each; one stopped gracefully releases its shard and the other
-// takes it a lease duration later and serves its Books; both Runs return
-// nil on a graceful stop.
+// a shard each of one namespace's Books (--namespace with --shards);
+// one stopped gracefully releases its shard and the other takes it a lease
+// duration later and serves its Books; both Runs return nil on a graceful
+// stop.
 func TestShardsInProcess(t *testing.T) {
 	const n = 2
 	leaseNS := env.Namespace(t)
-	byShard := env.ShardedNamespaces(t, "inproc", n, 1)
+	ns := env.Namespace(t)
 	le := func(identity string) manager.LeaderElection {
 		lt := framework.TestLeaderTimings
 		return manager.LeaderElection{Enabled: true, Namespace: leaseNS, ID: "inproc", Identity: identity,
 			LeaseDuration: lt.LeaseDuration, RenewDeadline: lt.RenewDeadline, RetryPeriod: lt.RetryPeriod}
 	}
-	a := env.StartController(t, framework.ControllerOptions{RESTConfig: env.RESTConfig(), Shards: n, LeaderElection: le("inproc-a")})
+	a := env.StartController(t, framework.ControllerOptions{RESTConfig: env.RESTConfig(), Namespace: ns, Shards: n, LeaderElection: le("inproc-a")})
 	framework.Eventually(t, "inproc-a to hold a shard", func(ctx context.Context) error {
 		h := env.ShardHolders(ctx, leaseNS, "inproc", n)
 		return poll.Done(slices.Contains(h, "inproc-a"), "shard holders %q", h)
 	})
-	env.StartController(t, framework.ControllerOptions{RESTConfig: env.RESTConfig(), Shards: n, LeaderElection: le("inproc-b")})
+	env.StartController(t, framework.ControllerOptions{RESTConfig: env.RESTConfig(), Namespace: ns, Shards: n, LeaderElection: le("inproc-b")})
 	framework.Eventually(t, "a shard each", func(ctx context.Context) error {
 		h := env.ShardHolders(ctx, leaseNS, "inproc", n)
 		return poll.Done(slices.Contains(h, "inproc-a") && slices.Contains(h, "inproc-b"), "shard holders %q", h)
 	})
-	books := createBooks(t, byShard, 3, "v1")
+	all := createBooks(t, []string{ns}, 10, "v1")
+	books := [][]*webappv1.Book{all}
 	waitConverged(t, books, "v1")
 
 	if err := a.Stop(); err != nil {
@@ -333,7 +397,7 @@ func TestShardsInProcess(t *testing.T) {
 		h := env.ShardHolders(ctx, leaseNS, "inproc", n)
 		return poll.Done(h[0] == "inproc-b" && h[1] == "inproc-b", "shard holders %q", h)
 	})
-	updateBooks(t, slices.Concat(books...), "v2")
+	updateBooks(t, all, "v2")
 	waitConverged(t, books, "v2")
-	env.CheckShardLeaderships(t, leaseNS, "inproc", byShard, framework.TestLeaderTimings.RenewDeadline)
+	env.CheckShardLeaderships(t, leaseNS, "inproc", framework.BooksByShard(all, n), framework.TestLeaderTimings.RenewDeadline)
 }
