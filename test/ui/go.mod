@@ -6,6 +6,7 @@ replace ydzs.io/book-controller => ../..
 
 require (
 	github.com/chromedp/chromedp v0.23.0
+	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	ydzs.io/book-controller v0.0.0-00010101000000-000000000000
 )
@@ -82,7 +83,6 @@ require (
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
-	k8s.io/api v0.37.2 // indirect
 	k8s.io/apiextensions-apiserver v0.37.2 // indirect
 	k8s.io/apiserver v0.37.2 // indirect
 	k8s.io/client-go v0.37.2 // indirect

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"ydzs.io/book-controller/internal/poll"
+	"ydzs.io/book-controller/pkg/shard"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -568,7 +569,17 @@ func snapshot(t *testing.T, ns, name string) bookState {
 		})
 	}
 	if cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
-		s.ConfigMap = &cmState{Data: cm.Data, Labels: cm.Labels}
+		// The shard-bucket label is book-controller's own: it shards, the
+		// twin does not. Where it is, it must be the Book's bucket; it is
+		// left out of what the implementations are compared on.
+		labels := maps.Clone(cm.Labels)
+		if b, ok := labels[shard.BucketLabel]; ok {
+			if want := shard.BucketName(shard.BucketOf(book.UID)); b != want {
+				t.Errorf("ConfigMap %s/%s: %s %q, want %q (the bucket of its Book's UID)", ns, name, shard.BucketLabel, b, want)
+			}
+			delete(labels, shard.BucketLabel)
+		}
+		s.ConfigMap = &cmState{Data: cm.Data, Labels: labels}
 		for _, ref := range cm.OwnerReferences {
 			s.ConfigMap.Owners = append(s.ConfigMap.Owners, ownerState{
 				APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UIDIsBooks: ref.UID == book.UID,
