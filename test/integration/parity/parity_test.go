@@ -570,15 +570,17 @@ func snapshot(t *testing.T, ns, name string) bookState {
 	}
 	if cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
 		// The shard-bucket label is book-controller's own: it shards, the
-		// twin does not. Where it is, it must be the Book's bucket; it is
-		// left out of what the implementations are compared on.
+		// twin does not. On a ConfigMap the Book controls it must be the
+		// Book's bucket (an earlier Book's carries that Book's); it is left
+		// out of what the implementations are compared on.
 		labels := maps.Clone(cm.Labels)
-		if b, ok := labels[shard.BucketLabel]; ok {
+		ref := metav1.GetControllerOf(cm)
+		if b, ok := labels[shard.BucketLabel]; ok && ref != nil && ref.UID == book.UID {
 			if want := shard.BucketName(shard.BucketOf(book.UID)); b != want {
 				t.Errorf("ConfigMap %s/%s: %s %q, want %q (the bucket of its Book's UID)", ns, name, shard.BucketLabel, b, want)
 			}
-			delete(labels, shard.BucketLabel)
 		}
+		delete(labels, shard.BucketLabel)
 		s.ConfigMap = &cmState{Data: cm.Data, Labels: labels}
 		for _, ref := range cm.OwnerReferences {
 			s.ConfigMap.Owners = append(s.ConfigMap.Owners, ownerState{
