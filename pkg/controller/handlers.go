@@ -15,8 +15,9 @@ import (
 
 // bookEventHandler enqueues the Book itself for every real change that is
 // not the echo of our own status write (ownWrites.IsEcho). Books of the
-// informer's initial list queue behind live changes (livefirst.go). Each
-// decision is told to the Observer, if any (observer.go).
+// informer's initial list that a sync has answered before queue behind live
+// changes (livefirst.go). Each decision is told to the Observer, if any
+// (observer.go).
 func (c *Controller) bookEventHandler() cache.ResourceEventHandlerDetailedFuncs {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) { c.enqueueObject(obj, EventAdd, isInInitialList) },
@@ -24,12 +25,12 @@ func (c *Controller) bookEventHandler() cache.ResourceEventHandlerDetailedFuncs 
 			if sameResourceVersion(oldObj, newObj) {
 				// A periodic resync replays the cache; nothing changed, so a
 				// converged Book needs no work.
-				c.observeObject(BooksInformer, EventUpdate, false, newObj, DecisionResync)
+				c.observeObject(BooksInformer, EventUpdate, false, false, newObj, DecisionResync)
 				return
 			}
 			if book, ok := newObj.(metav1.Object); ok &&
 				c.ownWrites.IsEcho(cache.MetaObjectToName(book), booksResource, book.GetResourceVersion()) {
-				c.observeObject(BooksInformer, EventUpdate, false, newObj, DecisionEcho)
+				c.observeObject(BooksInformer, EventUpdate, false, false, newObj, DecisionEcho)
 				return
 			}
 			c.enqueueObject(newObj, EventUpdate, false)
@@ -52,7 +53,7 @@ func (c *Controller) configMapEventHandler() cache.ResourceEventHandlerDetailedF
 		AddFunc: func(obj any, isInInitialList bool) { c.enqueueBookOfChangedConfigMap(obj, EventAdd, isInInitialList) },
 		UpdateFunc: func(oldObj, newObj any) {
 			if sameResourceVersion(oldObj, newObj) {
-				c.observeObject(ConfigMapsInformer, EventUpdate, false, newObj, DecisionResync)
+				c.observeObject(ConfigMapsInformer, EventUpdate, false, false, newObj, DecisionResync)
 				return
 			}
 			c.enqueueBookOfChangedConfigMap(newObj, EventUpdate, false)
@@ -66,7 +67,7 @@ func (c *Controller) configMapEventHandler() cache.ResourceEventHandlerDetailedF
 func (c *Controller) enqueueBookOfChangedConfigMap(obj any, typ EventType, isInInitialList bool) {
 	if cm, ok := obj.(*cachedConfigMap); ok &&
 		c.ownWrites.IsEcho(cache.ObjectName{Namespace: cm.namespace, Name: cm.name}, configMapsResource, cm.resourceVersion) {
-		c.observeObject(ConfigMapsInformer, typ, isInInitialList, obj, DecisionEcho)
+		c.observeObject(ConfigMapsInformer, typ, isInInitialList, false, obj, DecisionEcho)
 		return
 	}
 	c.enqueueBookOfConfigMap(obj, typ, isInInitialList)
@@ -78,11 +79,12 @@ func (c *Controller) enqueueObject(obj any, typ EventType, isInInitialList bool)
 	key, err := cache.DeletionHandlingObjectToName(obj)
 	if err != nil {
 		utilruntime.HandleError(err)
-		c.observe(BooksInformer, typ, isInInitialList, key, "", DecisionInvalid)
+		c.observe(BooksInformer, typ, isInInitialList, false, key, "", DecisionInvalid)
 		return
 	}
-	c.observeObject(BooksInformer, typ, isInInitialList, obj, DecisionEnqueued)
-	c.enqueueFrom(key, isInInitialList)
+	backfill := isInInitialList && handledBefore(obj)
+	c.observeObject(BooksInformer, typ, isInInitialList, backfill, obj, DecisionEnqueued)
+	c.enqueueFrom(key, backfill)
 }
 
 // enqueueBookOfConfigMap adds the key of the Book named like a ConfigMap, or
@@ -94,11 +96,11 @@ func (c *Controller) enqueueBookOfConfigMap(obj any, typ EventType, isInInitialL
 	cm, ok := obj.(*cachedConfigMap)
 	if !ok {
 		utilruntime.HandleError(errUnexpectedObject(obj))
-		c.observe(ConfigMapsInformer, typ, isInInitialList, cache.ObjectName{}, "", DecisionInvalid)
+		c.observe(ConfigMapsInformer, typ, isInInitialList, false, cache.ObjectName{}, "", DecisionInvalid)
 		return
 	}
 	key := cache.ObjectName{Namespace: cm.namespace, Name: cm.name}
-	c.observe(ConfigMapsInformer, typ, isInInitialList, key, cm.resourceVersion, DecisionEnqueued)
+	c.observe(ConfigMapsInformer, typ, isInInitialList, isInInitialList, key, cm.resourceVersion, DecisionEnqueued)
 	c.enqueueFrom(key, isInInitialList)
 }
 
@@ -109,14 +111,14 @@ func (c *Controller) enqueue(key cache.ObjectName) { c.enqueueFrom(key, false) }
 // in flight, once the write's answer showed the event was not its echo: a
 // live change.
 func (c *Controller) release(key cache.ObjectName) {
-	c.observe("", EventReleased, false, key, "", DecisionEnqueued)
+	c.observe("", EventReleased, false, false, key, "", DecisionEnqueued)
 	c.enqueue(key)
 }
 
 // observeObject reports a handler's decision on obj, a Book, a cached
 // ConfigMap or a tombstone of either, when there is an observer. The key
 // and resourceVersion are worked out only then.
-func (c *Controller) observeObject(informer Informer, typ EventType, initial bool, obj any, d Decision) {
+func (c *Controller) observeObject(informer Informer, typ EventType, initial, backfill bool, obj any, d Decision) {
 	if c.observer == nil {
 		return
 	}
@@ -131,16 +133,17 @@ func (c *Controller) observeObject(informer Informer, typ EventType, initial boo
 		key = cache.MetaObjectToName(o)
 	}
 	rv, _ := resourceVersionOf(obj)
-	c.observe(informer, typ, initial, key, rv, d)
+	c.observe(informer, typ, initial, backfill, key, rv, d)
 }
 
 // enqueueFrom is the handlers' one queue call. Add does nothing for a key
 // already queued, and marks a key being synced to be synced again once the
-// worker is done with it. A key from an informer's initial list is marked
-// to wait behind the live ones (livefirst.go; nil with Options.FIFOQueue).
-func (c *Controller) enqueueFrom(key cache.ObjectName, isInInitialList bool) {
+// worker is done with it. A backfill key, one an informer's initial list
+// brought with nothing new to answer, is marked to wait behind the live ones
+// (livefirst.go; nil with Options.FIFOQueue).
+func (c *Controller) enqueueFrom(key cache.ObjectName, backfill bool) {
 	if c.order != nil {
-		if isInInitialList {
+		if backfill {
 			c.order.markBackfill(key)
 		} else {
 			c.order.markLive(key)

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/cache"
 
@@ -116,9 +117,9 @@ func TestHandlersTellInitialListFromLiveChanges(t *testing.T) {
 	f := newFixture(t, Options{})
 	h := f.c.bookEventHandler()
 	for i := range 5 {
-		h.OnAdd(newBook(fmt.Sprintf("listed-%03d", i), 1, "T", 1), true)
+		h.OnAdd(withReadyStatus(newBook(fmt.Sprintf("listed-%03d", i), 1, "T", 1), time.Now()), true)
 	}
-	old := newBook("listed-003", 1, "T", 1)
+	old := withReadyStatus(newBook("listed-003", 1, "T", 1), time.Now())
 	edited := newBook("listed-003", 2, "Edited", 1)
 	edited.ResourceVersion = "2"
 	h.OnUpdate(old, edited)
@@ -127,5 +128,31 @@ func TestHandlersTellInitialListFromLiveChanges(t *testing.T) {
 	}
 	if k := get(t, f.c); k != bookKey("listed-000") {
 		t.Errorf("second key: got %v, want the first listed Book", k)
+	}
+}
+
+// TestListedBookWithAnUnansweredSpecIsLive: a Book the initial list brings
+// whose spec no sync has answered (created, or edited, while no controller
+// ran) is a live change and overtakes the converged Books listed before
+// it; a listed ConfigMap waits as backfill.
+func TestListedBookWithAnUnansweredSpecIsLive(t *testing.T) {
+	f := newFixture(t, Options{})
+	h := f.c.bookEventHandler()
+	for i := range 3 {
+		h.OnAdd(withReadyStatus(newBook(fmt.Sprintf("listed-%03d", i), 1, "T", 1), time.Now()), true)
+	}
+	drifted, _ := f.c.configMaps.transform(ownConfigMap(newBook("drifted", 1, "T", 1)))
+	f.c.configMapEventHandler().OnAdd(drifted, true)
+	edited := withReadyStatus(newBook("edited", 1, "T", 1), time.Now())
+	edited.Generation = 2
+	h.OnAdd(edited, true)
+	h.OnAdd(newBook("created", 1, "T", 1), true)
+
+	want := []cache.ObjectName{bookKey("edited"), bookKey("created"),
+		bookKey("listed-000"), bookKey("listed-001"), bookKey("listed-002"), bookKey("drifted")}
+	for i, w := range want {
+		if k := get(t, f.c); k != w {
+			t.Fatalf("key %d: got %v, want %v", i, k, w)
+		}
 	}
 }

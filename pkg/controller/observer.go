@@ -88,8 +88,9 @@ type HandlerEvent struct {
 	// InitialList is set for the adds of an informer's first list.
 	InitialList bool
 	// Backfill is set when an enqueued key waits behind the live ones:
-	// it came from an initial list and the live-first order is on
-	// (livefirst.go). An enqueued key without it is a live change.
+	// it came from an initial list with nothing new to answer, and the
+	// live-first order is on (livefirst.go). An enqueued key without it is
+	// a live change.
 	Backfill        bool
 	Key             cache.ObjectName
 	ResourceVersion string
@@ -156,12 +157,13 @@ func (c *Controller) observeRelists(informer cache.SharedIndexInformer, name Inf
 	})
 }
 
-// observe reports a handler's decision, when there is an observer.
-func (c *Controller) observe(informer Informer, typ EventType, initial bool, key cache.ObjectName, rv string, d Decision) {
+// observe reports a handler's decision, when there is an observer; backfill
+// says that the handler queued the key as backfill.
+func (c *Controller) observe(informer Informer, typ EventType, initial, backfill bool, key cache.ObjectName, rv string, d Decision) {
 	if c.observer == nil {
 		return
 	}
-	backfill := initial && d == DecisionEnqueued && c.order != nil
+	backfill = backfill && d == DecisionEnqueued && c.order != nil
 	c.observer.Event(HandlerEvent{Informer: informer, Type: typ, InitialList: initial, Backfill: backfill,
 		Key: key, ResourceVersion: rv, Decision: d})
 }

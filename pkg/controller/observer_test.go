@@ -37,14 +37,16 @@ func (o *recordingObserver) Backoff(_ cache.ObjectName, d time.Duration) {
 }
 
 // The observer hears which line of the live-first queue each key joins:
-// an initial list's Book waits as backfill, an edit is live; with the
+// an initial list's converged Book waits as backfill, one whose spec no
+// sync has answered and an edit are live; with the
 // arrival order (FIFOQueue) nothing is backfill.
 func TestObserverTellsBackfillFromLive(t *testing.T) {
 	for _, fifo := range []bool{false, true} {
 		obs := &recordingObserver{}
 		f := newFixture(t, Options{Observer: obs, FIFOQueue: fifo})
-		old := withRV(newBook("listed", 1, "T", 1), "10")
+		old := withRV(withReadyStatus(newBook("listed", 1, "T", 1), time.Now()), "10")
 		f.c.bookEventHandler().OnAdd(old, true)
+		f.c.bookEventHandler().OnAdd(newBook("unanswered", 1, "T", 1), true)
 		f.c.bookEventHandler().OnUpdate(old, withRV(old.DeepCopy(), "10")) // a resync
 		f.c.bookEventHandler().OnUpdate(old, withRV(old.DeepCopy(), "11")) // an edit
 		want := []struct {
@@ -52,10 +54,12 @@ func TestObserverTellsBackfillFromLive(t *testing.T) {
 			decision Decision
 			initial  bool
 			backfill bool
+			key      string
 		}{
-			{EventAdd, DecisionEnqueued, true, !fifo},
-			{EventUpdate, DecisionResync, false, false},
-			{EventUpdate, DecisionEnqueued, false, false},
+			{EventAdd, DecisionEnqueued, true, !fifo, "listed"},
+			{EventAdd, DecisionEnqueued, true, false, "unanswered"},
+			{EventUpdate, DecisionResync, false, false, "listed"},
+			{EventUpdate, DecisionEnqueued, false, false, "listed"},
 		}
 		if len(obs.events) != len(want) {
 			t.Fatalf("FIFOQueue=%v: %d events observed, want %d: %+v", fifo, len(obs.events), len(want), obs.events)
@@ -63,8 +67,8 @@ func TestObserverTellsBackfillFromLive(t *testing.T) {
 		for i, w := range want {
 			e := obs.events[i]
 			if e.Type != w.typ || e.Decision != w.decision || e.InitialList != w.initial || e.Backfill != w.backfill ||
-				e.Key != bookKey("listed") || e.Informer != BooksInformer {
-				t.Errorf("FIFOQueue=%v, event %d: got %+v, want %+v for default/listed", fifo, i, e, w)
+				e.Key != bookKey(w.key) || e.Informer != BooksInformer {
+				t.Errorf("FIFOQueue=%v, event %d: got %+v, want %+v", fifo, i, e, w)
 			}
 		}
 	}

@@ -17,7 +17,9 @@ import (
 // TestLiveChangeOvertakesTheBackfill: a controller starts over n Books
 // whose ConfigMaps were all edited while it was down, so its initial list
 // brings n repairs (the backfill), handed to a single worker. A Book
-// created once the caches are synced is a live change: with the live-first
+// created, and one whose spec was edited, while it was down come in the
+// same list but are live changes, done first. A Book created once the
+// caches are synced is a live change too: with the live-first
 // order it is Ready while most of the backfill still waits; in arrival
 // order (--live-first=false) it waits behind nearly all of it. The second
 // case proves the first one had a backlog to overtake.
@@ -36,10 +38,20 @@ func TestLiveChangeOvertakesTheBackfill(t *testing.T) {
 				t.Fatal(err)
 			}
 			tamperConfigMaps(t, ns, n)
+			createdWhileDown, editedWhileDown := changeSpecsWhileDown(t, ns)
 
 			probe := framework.FreeAddr(t)
 			env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 1, ProbeAddr: probe, FIFOQueue: tc.fifo})
 			framework.Eventually(t, "the restarted controller's caches", framework.AnswersOK(probe, "/readyz"))
+			if !tc.fifo {
+				// The list brings these two with specs no sync has answered:
+				// live changes, not backfill.
+				env.WaitForReady(t, ns, createdWhileDown, metav1.ConditionTrue, controller.ReasonConfigMapReady)
+				framework.Eventually(t, "the ConfigMap of the Book edited while down", titleIs(ns, editedWhileDown, "Edited while down"))
+				if waiting := countTampered(t, ns); waiting < n/2 {
+					t.Errorf("live-first: %d of %d repairs were left when the Books changed while down were done, want at least %d: they waited as backfill", waiting, n, n/2)
+				}
+			}
 
 			created := time.Now()
 			if _, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
@@ -64,6 +76,36 @@ func TestLiveChangeOvertakesTheBackfill(t *testing.T) {
 				t.Errorf("arrival order: %d of %d repairs were left when the live Book was Ready, want at most %d: there was no backlog to overtake", waiting, n, n/10)
 			}
 		})
+	}
+}
+
+// changeSpecsWhileDown creates a Book and edits the spec of book-0150, as
+// users would while the controller is down, and returns their names.
+func changeSpecsWhileDown(t *testing.T, ns string) (created, edited string) {
+	t.Helper()
+	books := env.Books.WebappV1().Books(ns)
+	if _, err := books.Create(context.Background(), framework.NewBook(ns, "created-while-down", "New", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	book, err := books.Get(context.Background(), "book-0150", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	book.Spec.Title = "Edited while down"
+	if _, err := books.Update(context.Background(), book, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return "created-while-down", "book-0150"
+}
+
+// titleIs is done once the ConfigMap name holds title.
+func titleIs(ns, name, title string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		return poll.Done(cm.Data[controller.TitleKey] == title, "title %q", cm.Data[controller.TitleKey])
 	}
 }
 
