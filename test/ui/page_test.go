@@ -24,17 +24,27 @@ import (
 // by hand, and the page shows each journey's steps in order, with the
 // queue's and the workers' figures moving and no error in the console;
 // then the API server stops and the page shows the Reflectors' retries.
-// At 390×844 (a phone) nothing is wider than the screen.
+// At 390×844 (a phone) nothing is wider than the screen. Every link to a
+// source file points into the fork given with --ui-source-url.
 func TestPageFollowsABook(t *testing.T) {
+	const fork = "https://git.example.test/learner/book-controller/blob/main/"
 	ns := env.Namespace(t)
 	uiAddr := framework.FreeAddr(t)
 	framework.StartProcess(t, "book-controller", binary, "-kubeconfig", env.Cluster.KubeconfigPath(),
 		"--namespace", ns, "--leader-elect-namespace", ns,
 		"--metrics-bind-address", framework.FreeAddr(t), "--health-probe-bind-address", framework.FreeAddr(t),
-		"--ui-bind-address", uiAddr)
+		"--ui-bind-address", uiAddr, "--ui-source-url", fork)
 	framework.Eventually(t, "the UI to answer", framework.AnswersOK(uiAddr, "/api/snapshot"))
 	b := newBrowser(t)
 	b.do(t, "load the page", chromedp.Navigate("http://"+uiAddr+"/"), waitLive())
+	if wrong := eval[string](t, b, "the source links", fmt.Sprintf(`(() => {
+		const links = [...document.querySelectorAll("a[data-path]")];
+		if (links.length === 0) return "the page links no source file";
+		const wrong = links.find(a => a.href !== %q + a.dataset.path);
+		return wrong ? wrong.href + " is not the fork's file" : "";
+	})()`, fork)); wrong != "" {
+		t.Errorf("--ui-source-url %s: %s", fork, wrong)
+	}
 	before := figures(t, b)
 	if before["leading"] == "" {
 		t.Fatalf("the page shows no leadership figure: %v", before)
