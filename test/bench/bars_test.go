@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -161,5 +162,55 @@ func TestMedian(t *testing.T) {
 		if !slices.Equal(in, c.in) {
 			t.Errorf("median reordered its input: %v", in)
 		}
+	}
+}
+
+// The backfill bar compares the queue's work, from the caches' sync (the
+// Lease taken) to idle, not the time since the start: a Lease taken 4 s
+// later does not fail ours.
+func TestBackfillBarCountsFromTheSync(t *testing.T) {
+	res := &Result{N: largeN}
+	for i := 1; i <= 3; i++ {
+		r := testRound(i, 1000, 800, 700, 300, 0.7, 0.6, 0)
+		r.LiveRestarts = []*LiveRestart{
+			{Config: "ours", Failover: true, SyncedSeconds: 19.6, IdleSeconds: 20.6},
+			{Config: "ours-fifo", Failover: true, SyncedSeconds: 15.4, IdleSeconds: 16.4},
+			{Config: "ours", SyncedSeconds: 6, IdleSeconds: 9},
+			{Config: "ours-fifo", SyncedSeconds: 6, IdleSeconds: 8},
+		}
+		res.Rounds = append(res.Rounds, r)
+	}
+	bs := bars(res)
+	if b := barNamed(t, bs, "failover-live: ours backfill"); b.Result != "PASS" || b.Median < 0.99 || b.Median > 1.01 {
+		t.Errorf("failover backfill: %+v, want 1.0 (1 s after the Lease for both), PASS", b)
+	}
+	if b := barNamed(t, bs, "restart-live: ours backfill"); b.Result == "PASS" || b.Median != 1.5 {
+		t.Errorf("restart backfill: %+v, want 1.5 (3 s vs 2 s after the sync), FAIL", b)
+	}
+}
+
+// -report recomputes the bars of a saved run and writes its report again.
+func TestReportRewritesASavedRun(t *testing.T) {
+	dir := t.TempDir()
+	saved := &Result{N: largeN, Rounds: []*Round{testRound(1, 1000, 800, 700, 300, 0.7, 0.6, 0)}}
+	saved.Rounds[0].LiveRestarts = []*LiveRestart{
+		{Config: "ours", SyncedSeconds: 6, IdleSeconds: 7},
+		{Config: "ours-fifo", SyncedSeconds: 5, IdleSeconds: 6},
+	}
+	if err := writeJSON(dir+"/old.json", saved); err != nil {
+		t.Fatal(err)
+	}
+	if err := rereport(options{report: dir + "/old.json", out: dir, label: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(dir + "/again.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "restart-live: ours backfill / arrival order's (synced to idle)") {
+		t.Errorf("again.md has no backfill bar:\n%s", md)
+	}
+	if err := rereport(options{report: dir + "/again.md", out: dir, label: "bad"}); err == nil || !strings.Contains(err.Error(), "not a bench result") {
+		t.Errorf("-report of a Markdown file: got %v, want a one-line refusal", err)
 	}
 }

@@ -43,6 +43,7 @@ import (
 )
 
 type options struct {
+	report          string
 	n               int
 	c               int
 	ceilingC        []int
@@ -131,6 +132,7 @@ func main() {
 	flag.Float64Var(&o.capacityStep, "capacity-step", 0.1, "step of the capacity search, as a fraction of the round's live ceiling")
 	flag.IntVar(&o.pacedCreators, "paced-creators", 128, "concurrent creators in paced phases, enough that the pace and not the creators sets the rate")
 	flag.IntVar(&o.preCreateConcy, "pre-create-c", 64, "concurrency of the unmeasured Book creation before backlog and ceiling phases")
+	flag.StringVar(&o.report, "report", "", "run nothing: recompute the bars and costs of an earlier run's JSON (this path) and write its report again under -out and -label")
 	flag.IntVar(&o.shards, "shards", 0, "instead of the phases: compare one unsharded replica with this many replicas running --shards (make bench-shards)")
 	flag.IntVar(&o.shardNamespaces, "shard-namespaces", 30, "with -shards: namespaces the N Books are spread over")
 	flag.Parse()
@@ -139,6 +141,13 @@ func main() {
 		os.Exit(2)
 	}
 
+	if o.report != "" {
+		if err := rereport(o); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if err := run(ctx, o); err != nil {
@@ -268,6 +277,22 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	res.Finished = time.Now().UTC().Format(time.RFC3339)
+	res.Bars = bars(res)
+	res.Costs = costs(res)
+	return write(o, res)
+}
+
+// rereport writes the report of an earlier run's raw figures again, with
+// the bars and costs as this version of the bench computes them.
+func rereport(o options) error {
+	b, err := os.ReadFile(o.report)
+	if err != nil {
+		return fmt.Errorf("-report: %w", err)
+	}
+	res := &Result{}
+	if err := json.Unmarshal(b, res); err != nil {
+		return fmt.Errorf("-report %s: not a bench result: %w", o.report, err)
+	}
 	res.Bars = bars(res)
 	res.Costs = costs(res)
 	return write(o, res)

@@ -191,11 +191,16 @@ type LiveRestart struct {
 	UntouchedWritten int `json:"untouchedWritten"`
 }
 
-func (x *LiveRestart) summary() string {
-	synced := "synced"
-	if x.Failover {
-		synced = "Lease taken"
+// syncedWord names the moment a restart-live run's latencies count from.
+func syncedWord(failover bool) string {
+	if failover {
+		return "Lease taken"
 	}
+	return "synced"
+}
+
+func (x *LiveRestart) summary() string {
+	synced := syncedWord(x.Failover)
 	return fmt.Sprintf("%s over %d Books: %s after %.2fs, idle after %.2fs; create→Ready p50 %.0fms p99 %.0fms (from the write: %.0f/%.0f); edit→ConfigMap p50 %.0fms p99 %.0fms (from the write: %.0f/%.0f); %d untouched objects written",
 		x.Config, x.N, synced, x.SyncedSeconds, x.IdleSeconds, x.CreateP50Ms, x.CreateP99Ms, x.CreateRawP50Ms, x.CreateRawP99Ms,
 		x.EditP50Ms, x.EditP99Ms, x.EditRawP50Ms, x.EditRawP99Ms, x.UntouchedWritten)
