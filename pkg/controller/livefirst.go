@@ -136,9 +136,10 @@ func (q *liveFirst) Pop() cache.ObjectName {
 // start and the list's snapshot. A ConfigMap from the list always waits:
 // whether it drifted is for the sync to find out.
 //
-// Gain, the restart-live bench phase: each of its writer's new Books and
-// edits from before the list's snapshot would otherwise wait behind all N
-// listed Books.
+// Gain, `go test ./test/integration/controller -run TestLiveChangeOvertakesTheBackfill -v`:
+// a Book created and one edited while the controller was down were both
+// done with 297 of 300 listed repairs still waiting (one worker); without
+// this rule, with none. Cost: a type assertion per initial-list event.
 func handledBefore(obj any) bool {
 	book, ok := obj.(*webappv1.Book)
 	return ok && book.Generation != 0 && book.Status.ObservedGeneration == book.Generation

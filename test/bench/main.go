@@ -277,6 +277,11 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	res.Finished = time.Now().UTC().Format(time.RFC3339)
+	return score(o, res)
+}
+
+// score computes the bars and costs of res and writes its report.
+func score(o options, res *Result) error {
 	res.Bars = bars(res)
 	res.Costs = costs(res)
 	return write(o, res)
@@ -293,9 +298,7 @@ func rereport(o options) error {
 	if err := json.Unmarshal(b, res); err != nil {
 		return fmt.Errorf("-report %s: not a bench result: %w", o.report, err)
 	}
-	res.Bars = bars(res)
-	res.Costs = costs(res)
-	return write(o, res)
+	return score(o, res)
 }
 
 // build compiles both controllers the way the Makefile does, one after the
