@@ -59,6 +59,16 @@ func TestControllerProcessKilled(t *testing.T) {
 	}
 
 	final := startBinary(t, "controller-final", ns)
+	// The last process must itself have listed the world and started its
+	// workers: the killed ones may have left nothing to do, and a SIGTERM
+	// that lands before the Go runtime installs its handlers (the first
+	// ~30ms) kills the process outright, which is not a shutdown to test.
+	poll.Eventually(t, final.Name+" to start its workers", pollInterval, time.Minute, func(context.Context) error {
+		if !final.Running() {
+			t.Fatalf("%s exited by itself:\n%s", final.Name, final.Tail(20))
+		}
+		return poll.Done(loggedLine(final, `"Starting workers"`), "no \"Starting workers\" line yet")
+	})
 	took := waitConverged(t, ns, expectation{want: want})
 	leftover := writesLogged(final)
 	if err := final.Signal(syscall.SIGTERM); err != nil {
