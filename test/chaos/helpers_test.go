@@ -448,16 +448,6 @@ func writesLogged(p *framework.Process) int {
 	return n
 }
 
-// loggedLine reports whether p has written a line that contains text.
-func loggedLine(p *framework.Process, text string) bool {
-	for _, l := range p.Lines() {
-		if strings.Contains(l.Text, text) {
-			return true
-		}
-	}
-	return false
-}
-
 // waitWritesLogged waits until p has logged k writes more than before.
 func waitWritesLogged(t *testing.T, p *framework.Process, before, k int) {
 	t.Helper()

@@ -67,7 +67,7 @@ func TestControllerProcessKilled(t *testing.T) {
 		if !final.Running() {
 			t.Fatalf("%s exited by itself:\n%s", final.Name, final.Tail(20))
 		}
-		return poll.Done(loggedLine(final, `"Starting workers"`), "no \"Starting workers\" line yet")
+		return poll.Done(final.CountLines(`"Starting workers"`) > 0, "no \"Starting workers\" line yet")
 	})
 	took := waitConverged(t, ns, expectation{want: want})
 	leftover := writesLogged(final)
