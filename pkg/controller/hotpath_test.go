@@ -47,7 +47,8 @@ func BenchmarkHotPath(b *testing.B) {
 }
 
 func benchHotPath(b *testing.B, obs Observer, syncErr error) {
-	c := newBenchController(b, obs)
+	c := newBenchController(b, Options{Observer: obs})
+	defer c.queue.ShutDown()
 	c.syncHandler = func(context.Context, cache.ObjectName) (Result, error) { return Result{}, syncErr }
 	books, configMaps := c.bookEventHandler(), c.configMapEventHandler()
 	old := newBook("demo", 1, "t", 1)
@@ -73,18 +74,18 @@ func benchHotPath(b *testing.B, obs Observer, syncErr error) {
 	}
 }
 
-// newBenchController is a controller on fake clients whose rate limiter
-// never delays, so that a retried key is back in the queue at once.
-func newBenchController(b *testing.B, obs Observer) *Controller {
+// newBenchController is a controller on fake clients, with opts, whose rate
+// limiter never delays, so that a retried key is back in the queue at once.
+func newBenchController(b *testing.B, opts Options) *Controller {
+	opts.RateLimiter = zeroRateLimiter{}
 	kube, books := kubefake.NewClientset(), bookfake.NewSimpleClientset()
 	kubeFactory := kubeinformers.NewSharedInformerFactory(kube, 0)
 	bookFactory := bookinformers.NewSharedInformerFactory(books, 0)
 	c, err := New(kube, books, bookFactory.Webapp().V1().Books(), kubeFactory.Core().V1().ConfigMaps(),
-		events.NewFakeRecorder(10), Options{RateLimiter: zeroRateLimiter{}, Observer: obs})
+		events.NewFakeRecorder(10), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(c.queue.ShutDown)
 	return c
 }
 
