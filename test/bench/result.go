@@ -189,6 +189,9 @@ type LiveRestart struct {
 	// UntouchedWritten counts the converged Books and ConfigMaps the live
 	// writer left alone whose resourceVersion changed: writes on restart.
 	UntouchedWritten int `json:"untouchedWritten"`
+	// OtherCoresBusyAtStart is what the machine's other work kept busy
+	// once waitQuiet let the restart (the kill) go ahead.
+	OtherCoresBusyAtStart float64 `json:"otherCoresBusyAtStart,omitempty"`
 }
 
 // syncedWord names the moment a restart-live run's latencies count from.
