@@ -35,8 +35,8 @@ import (
 // inside the queue's own; and 0.7 µs more per Book of the initial list in
 // the handlers, which the informers' sync waits for: 1.8 µs against the
 // FIFO's 1.1 at 10,000 Books (`go test ./pkg/controller -run '^$' -bench
-// InitialList`, medians of 6); at 100,000, 5.9–7.5 against 3.8–4.2 µs, as
-// both queues' maps outgrow the CPU caches.
+// InitialList`, medians of 6); at 100,000 (n raised for the trial),
+// 5.9–7.5 against 3.8–4.2 µs.
 type liveFirst struct {
 	// mu guards every field. Push, Touch, Pop and Len run under the work
 	// queue's lock; markBackfill runs in the informers' handlers alone.
