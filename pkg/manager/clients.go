@@ -14,6 +14,7 @@ import (
 
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	"ydzs.io/book-controller/pkg/leader"
+	"ydzs.io/book-controller/pkg/watchdecode"
 )
 
 // clients are one manager's connections to the API server but those that
@@ -53,7 +54,10 @@ func newClients(cfg *rest.Config, ua string) (*clients, error) {
 	if c.kubeReads, err = kubernetes.NewForConfig(coreTypesConfig(reading)); err != nil {
 		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
 	}
-	if c.bookReads, err = versioned.NewForConfig(reading); err != nil {
+	// An optimization layer: the client that fills the Book cache decodes
+	// its watch stream in one pass per Book (pkg/watchdecode). The classic
+	// loop's is versioned.NewForConfig(reading), as the writers' below.
+	if c.bookReads, err = watchdecode.NewClientset(reading); err != nil {
 		return nil, fmt.Errorf("creating Book client: %w", err)
 	}
 	if c.leases, err = coordinationv1client.NewForConfig(coreTypesConfig(reading)); err != nil {
