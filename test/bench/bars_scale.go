@@ -66,7 +66,11 @@ func scaleBars() []barSpec {
 				if r.Restart == nil {
 					return 0, "", false
 				}
-				return r.Restart.IdleSeconds, fmt.Sprintf("synced after %.2f s, %.0f writes", r.Restart.SyncedSeconds, r.Restart.Writes), true
+				figures := fmt.Sprintf("synced after %.2f s, %.0f writes", r.Restart.SyncedSeconds, r.Restart.Writes)
+				if f := r.Restart.Floor; f != nil {
+					figures += fmt.Sprintf("; the API server's floor %.2f s", f.Seconds)
+				}
+				return r.Restart.IdleSeconds, figures, true
 			}},
 	)
 }

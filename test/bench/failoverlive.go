@@ -77,8 +77,7 @@ func (e *env) failoverLive(ctx context.Context, p *Phase, config string, run int
 	defer titles.stop()
 	x := &LiveRestart{Round: e.round, Config: config, Controller: s.Name, Namespace: ns, N: e.o.n, Run: run,
 		Converged: before.books(), NewBooks: liveOps, Edits: liveEdits(e.o.n), Failover: true}
-	busy, _ := waitQuiet(ctx, e.o.maxBusy) // as restartLive, before its start
-	x.OtherCoresBusyAtStart = round(busy, 2)
+	x.OtherCoresBusyAtStart, x.APIServerGC = e.settle(ctx) // as restartLive, before its start
 	if err := leader.Kill(); err != nil {
 		return nil, err
 	}

@@ -44,6 +44,7 @@ import (
 
 type options struct {
 	report          string
+	restartFloor    bool
 	n               int
 	c               int
 	ceilingC        []int
@@ -132,6 +133,7 @@ func main() {
 	flag.Float64Var(&o.capacityStep, "capacity-step", 0.1, "step of the capacity search, as a fraction of the round's live ceiling")
 	flag.IntVar(&o.pacedCreators, "paced-creators", 128, "concurrent creators in paced phases, enough that the pace and not the creators sets the rate")
 	flag.IntVar(&o.preCreateConcy, "pre-create-c", 64, "concurrency of the unmeasured Book creation before backlog and ceiling phases")
+	flag.BoolVar(&o.restartFloor, "restart-floor", true, "before each restart phase, time the API server streaming the same lists to a client that only reads them (the floor)")
 	flag.StringVar(&o.report, "report", "", "run nothing: recompute the bars and costs of an earlier run's JSON (this path) and write its report again under -out and -label")
 	flag.IntVar(&o.shards, "shards", 0, "instead of the phases: compare one unsharded replica with this many replicas running --shards (make bench-shards)")
 	flag.IntVar(&o.shardNamespaces, "shard-namespaces", 30, "with -shards: namespaces the N Books are spread over")

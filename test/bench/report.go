@@ -213,16 +213,21 @@ func markdown(r *Result, charts map[string]string, chartRound *Round) string {
 			all = append([]*Restart{rd.Restart}, all...)
 		}
 		for _, x := range all {
-			restarts = append(restarts, fmt.Sprintf("| %d | %s | %s | %d | %.2f | %.2f | %.0f | %s | %.0f | %s | %s → %s |", rd.Index, x.Controller, x.After, x.N,
-				x.SyncedSeconds, x.IdleSeconds, x.Reconciles, verbs(x.Requests), x.Writes, mib(x.PeakRSSBytes), mib(x.APIServerRSSBeforeBytes), mib(x.APIServerPeakRSSBytes)))
+			floor := "–"
+			if x.Floor != nil {
+				floor = fmt.Sprintf("%.2f", x.Floor.Seconds)
+			}
+			restarts = append(restarts, fmt.Sprintf("| %d | %s | %s | %d | %s | %.2f | %.2f | %.0f | %s | %.0f | %s | %s → %s | %.1f |", rd.Index, x.Controller, x.After, x.N,
+				floor, x.SyncedSeconds, x.IdleSeconds, x.Reconciles, verbs(x.Requests), x.Writes, mib(x.PeakRSSBytes), mib(x.APIServerRSSBeforeBytes), mib(x.APIServerPeakRSSBytes), x.APIServerCPUSeconds))
 		}
 	}
 	if len(restarts) > 0 {
-		fmt.Fprintln(&b, "\nRestart over the Books a phase of the same configuration converged (*after*): *synced* = readyz 200 (both caches synced); *idle* = queue empty, no active worker and no request for 2 s (the time that window began); "+
-			"the API server's RSS just before the start and its peak until idle (*WatchList off*: client-go's streaming lists turned off with "+watchListOff+"):")
+		fmt.Fprintln(&b, "\nRestart over the Books a phase of the same configuration converged (*after*): *floor* = the API server streaming the same two lists (streaming lists, compressed) to a client that only reads the bytes, just before; "+
+			"*synced* = readyz 200 (both caches synced); *idle* = queue empty, no active worker and no request for 2 s (the time that window began); "+
+			"the API server's RSS just before the start and its peak until idle, and its CPU from the start to idle; before the floor and before the start the API server collected its garbage (*WatchList off*: client-go's streaming lists turned off with "+watchListOff+"):")
 		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "| Round | Controller | After | Books | Synced (s) | Idle (s) | Reconciles | Requests | Writes | Peak RSS | API server RSS |")
-		fmt.Fprintln(&b, "|--:|---|---|--:|--:|--:|--:|---|--:|--:|--:|")
+		fmt.Fprintln(&b, "| Round | Controller | After | Books | Floor (s) | Synced (s) | Idle (s) | Reconciles | Requests | Writes | Peak RSS | API server RSS | API server CPU (s) |")
+		fmt.Fprintln(&b, "|--:|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|")
 		fmt.Fprintln(&b, strings.Join(restarts, "\n"))
 	}
 

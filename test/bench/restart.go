@@ -36,8 +36,16 @@ func withWatchListOff(s controllerSpec) controllerSpec {
 func (e *env) restartPhase(ctx context.Context, live *Phase, s controllerSpec) (*Restart, error) {
 	r := &Restart{Round: e.round, N: live.N, Namespace: live.Namespace, After: live.Name, Controller: s.Name,
 		WatchListOff: slices.Contains(s.env, watchListOff)}
-	busy, _ := waitQuiet(ctx, e.o.maxBusy)
-	r.OtherCoresBusyAtStart = round(busy, 2)
+	if e.o.restartFloor {
+		e.apiServerGC(ctx)
+		floor, err := e.floor(ctx, live.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		r.Floor = floor
+	}
+	r.OtherCoresBusyAtStart, r.APIServerGC = e.settle(ctx)
+	serverCPU := e.apiServerCPU()
 	server := e.sampleAPIServer()
 	defer server.stop()
 	r.APIServerRSSBeforeBytes = server.before
@@ -54,6 +62,9 @@ func (e *env) restartPhase(ctx context.Context, live *Phase, s controllerSpec) (
 		return r, err
 	}
 	r.APIServerPeakRSSBytes = server.stop()
+	if serverCPU > 0 {
+		r.APIServerCPUSeconds = round(e.apiServerCPU()-serverCPU, 2)
+	}
 	if st, err := readProc(pr.pid); err == nil {
 		r.CPUSeconds = round(st.CPUSeconds, 2)
 		r.PeakRSSBytes = st.HWMBytes

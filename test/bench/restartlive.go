@@ -76,10 +76,10 @@ func (e *env) restartLive(ctx context.Context, ns, config string, run int) (*Liv
 	x := &LiveRestart{Round: e.round, Config: config, Controller: s.Name, Namespace: ns, N: e.o.n, Run: run,
 		Converged: before.books(), NewBooks: liveOps, Edits: liveEdits(e.o.n)}
 	// The first restart of a unit comes right after the set-up converged N
-	// Books, the next right after the first; without this wait the API
-	// server's work left over from either falls on one configuration only.
-	busy, _ := waitQuiet(ctx, e.o.maxBusy)
-	x.OtherCoresBusyAtStart = round(busy, 2)
+	// Books, the next right after the first; without settling the API
+	// server's work and garbage left over from either falls on one
+	// configuration only.
+	x.OtherCoresBusyAtStart, x.APIServerGC = e.settle(ctx)
 	pr, err := e.startController(s, ns, e.logName("restart-live-"+config))
 	if err != nil {
 		return nil, err

@@ -141,6 +141,14 @@ type Restart struct {
 	// peak until the controller was idle (0 with -kubeconfig).
 	APIServerRSSBeforeBytes uint64 `json:"apiServerRSSBeforeBytes,omitempty"`
 	APIServerPeakRSSBytes   uint64 `json:"apiServerPeakRSSBytes,omitempty"`
+	// APIServerCPUSeconds is the API server's CPU from the start to idle.
+	APIServerCPUSeconds float64 `json:"apiServerCPUSeconds,omitempty"`
+	// APIServerGC is whether the API server collected its garbage just
+	// before the start (settle).
+	APIServerGC bool `json:"apiServerGC,omitempty"`
+	// Floor is the API server's own time to stream the same lists to a
+	// client that only reads them, measured just before (-restart-floor).
+	Floor *Floor `json:"floor,omitempty"`
 }
 
 func (p *Phase) summary() string {
@@ -192,6 +200,9 @@ type LiveRestart struct {
 	// OtherCoresBusyAtStart is what the machine's other work kept busy
 	// once waitQuiet let the restart (the kill) go ahead.
 	OtherCoresBusyAtStart float64 `json:"otherCoresBusyAtStart,omitempty"`
+	// APIServerGC is whether the API server collected its garbage just
+	// before the restart (the kill).
+	APIServerGC bool `json:"apiServerGC,omitempty"`
 }
 
 // syncedWord names the moment a restart-live run's latencies count from.
@@ -210,8 +221,12 @@ func (x *LiveRestart) summary() string {
 }
 
 func (r *Restart) summary() string {
-	return fmt.Sprintf("%s: synced after %.2fs, idle after %.2fs, %.0f writes, %.0f requests, peak RSS %s, API server %s → %s",
-		r.Controller, r.SyncedSeconds, r.IdleSeconds, r.Writes, sumMap(r.Requests), mib(r.PeakRSSBytes), mib(r.APIServerRSSBeforeBytes), mib(r.APIServerPeakRSSBytes))
+	s := fmt.Sprintf("%s: synced after %.2fs, idle after %.2fs, %.0f writes, %.0f requests, peak RSS %s, API server %s → %s, API server CPU %.2fs",
+		r.Controller, r.SyncedSeconds, r.IdleSeconds, r.Writes, sumMap(r.Requests), mib(r.PeakRSSBytes), mib(r.APIServerRSSBeforeBytes), mib(r.APIServerPeakRSSBytes), r.APIServerCPUSeconds)
+	if r.Floor != nil {
+		s += fmt.Sprintf("; floor %.2fs (Books %.2fs, ConfigMaps %.2fs, API server CPU %.2fs)", r.Floor.Seconds, r.Floor.BooksSeconds, r.Floor.ConfigMapSeconds, r.Floor.APIServerCPUSeconds)
+	}
+	return s
 }
 
 func round(v float64, digits int) float64 {
