@@ -72,15 +72,7 @@ func NewClientset(cfg *rest.Config) (versioned.Interface, error) {
 // with the decoding of JSON, and the framing of JSON streams, done as the
 // package doc says. Encoding and every other media type are base's.
 func NegotiatedSerializer(base runtime.NegotiatedSerializer) runtime.NegotiatedSerializer {
-	return negotiated{base}
-}
-
-type negotiated struct {
-	runtime.NegotiatedSerializer
-}
-
-func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo {
-	infos := slices.Clone(n.NegotiatedSerializer.SupportedMediaTypes())
+	infos := slices.Clone(base.SupportedMediaTypes())
 	for i, info := range infos {
 		if info.MediaType != runtime.ContentTypeJSON || info.StreamSerializer == nil {
 			continue
@@ -92,8 +84,17 @@ func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo {
 		info.StreamSerializer = &stream
 		infos[i] = info
 	}
-	return infos
+	return negotiated{base, infos}
 }
+
+// negotiated is base with the media types NegotiatedSerializer made, which
+// the REST client asks for on every request.
+type negotiated struct {
+	runtime.NegotiatedSerializer
+	infos []runtime.SerializerInfo
+}
+
+func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo { return n.infos }
 
 // serializer decodes watch events and Books itself, and leaves the rest,
 // encoding included, to client-go's JSON serializer.
