@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 
-	"k8s.io/apimachinery/pkg/labels"
 	kubeinformers "k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 
 	"ydzs.io/book-controller/pkg/controller"
 	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions"
-	booklisters "ydzs.io/book-controller/pkg/generated/listers/webapp/v1"
 	"ydzs.io/book-controller/pkg/leader"
 	"ydzs.io/book-controller/pkg/shard"
 )
@@ -24,9 +21,9 @@ type stack struct {
 	workers     int
 	kubeFactory kubeinformers.SharedInformerFactory
 	bookFactory bookinformers.SharedInformerFactory
-	books       booklisters.BookLister
-	configMaps  cache.Store
-	stopEvents  context.CancelFunc
+	// bookCount and configMapCount size the caches for the metrics.
+	bookCount, configMapCount *cacheSize
+	stopEvents                context.CancelFunc
 	// stopInformers is set by Start and called by Stop, both on the
 	// goroutine that owns the stack (Run's, or the shard work's).
 	stopInformers context.CancelFunc
@@ -59,7 +56,8 @@ func (m *manager) buildStack(ctx context.Context, w *writers, s *shard.Shard) (*
 		stopEvents()
 		return nil, err
 	}
-	st.books, st.configMaps = books.Lister(), configMaps.Informer().GetStore()
+	st.bookCount = newCacheSize(books.Informer().GetStore(), m.clock)
+	st.configMapCount = newCacheSize(configMaps.Informer().GetStore(), m.clock)
 	return st, nil
 }
 
@@ -84,17 +82,11 @@ func (s *stack) HasSynced() bool { return s.controller.HasSynced() }
 
 // CachedBooks is the number of Books in the cache: the one count behind
 // book_controller_cached_books, with and without shards.
-func (s *stack) CachedBooks() int {
-	list, err := s.books.List(labels.Everything())
-	if err != nil {
-		return 0
-	}
-	return len(list)
-}
+func (s *stack) CachedBooks() int { return s.bookCount.Len() }
 
 // CachedConfigMaps is the number of ConfigMaps in the cache, behind
 // book_controller_cached_configmaps.
-func (s *stack) CachedConfigMaps() int { return len(s.configMaps.ListKeys()) }
+func (s *stack) CachedConfigMaps() int { return s.configMapCount.Len() }
 
 // Stop stops the informers and waits for them, releases the work queue of
 // a controller that never ran (an early return, a standby that never led;
