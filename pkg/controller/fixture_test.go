@@ -46,7 +46,7 @@ func fastRateLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
 // informers are never started), the fake recorder and clock, and the
 // controller wired to all of them.
 type fixture struct {
-	t *testing.T
+	t testing.TB
 
 	kubeClient *kubefake.Clientset
 	bookClient *bookfake.Clientset
@@ -143,7 +143,7 @@ func mustAccessor(obj runtime.Object) metav1.Object {
 // newFixture builds a controller whose clients hold objects and whose listers
 // hold what its informers would: every Book, and the ConfigMaps that carry
 // the managed-by label the ConfigMap informer selects on.
-func newFixture(t *testing.T, opts Options, objects ...runtime.Object) *fixture {
+func newFixture(t testing.TB, opts Options, objects ...runtime.Object) *fixture {
 	t.Helper()
 	f := &fixture{
 		t:        t,

@@ -106,3 +106,27 @@ func (noopObserver) CacheWait(cache.ObjectName, string, string, string) {}
 func (noopObserver) Wrote(APIWrite)                                     {}
 func (noopObserver) Backoff(cache.ObjectName, time.Duration)            {}
 func (noopObserver) Synced(SyncOutcome)                                 {}
+
+// BenchmarkConvergedSync measures one trip of a converged Book's key
+// through the worker loop and the sync, which finds nothing to write: the
+// work of a restart's backfill, once per listed Book. It fails if the sync
+// writes anything.
+//
+//	go test ./pkg/controller -run '^$' -bench ConvergedSync -benchmem
+func BenchmarkConvergedSync(b *testing.B) {
+	f := newFixture(b, Options{}, newBook("demo", 1, "t", 1))
+	f.mustSync("demo")
+	f.feedBackBook("demo")
+	f.feedBackConfigMap("demo")
+	f.mustSync("demo")
+	f.clearActions()
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		f.c.queue.Add(bookKey("demo"))
+		if !f.c.processNextWorkItem(ctx, 0) {
+			b.Fatal("queue shut down")
+		}
+	}
+	f.expectNoWrites()
+}

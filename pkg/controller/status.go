@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -128,7 +127,23 @@ func computeStatus(book *webappv1.Book, ready metav1.Condition, now time.Time) w
 }
 
 // statusEqual reports whether two statuses would serialize the same, so a
-// status write can be skipped.
+// status write can be skipped. It answers as equality.Semantic.DeepEqual
+// does (nil and empty lists alike, times compared as instants; held to it by
+// FuzzStatusEqual) without reflection: every converged Book of a restart's
+// backfill is compared once, and the reflective walk was a quarter of such a
+// sync's CPU and 14 of its 45 allocations (4.9 µs a sync before, 3.6 after,
+// on this machine: go test ./pkg/controller -run '^$' -bench ConvergedSync).
 func statusEqual(a, b webappv1.BookStatus) bool {
-	return equality.Semantic.DeepEqual(a, b)
+	if a.ObservedGeneration != b.ObservedGeneration || a.ConfigMapName != b.ConfigMapName ||
+		len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	for i := range a.Conditions {
+		x, y := &a.Conditions[i], &b.Conditions[i]
+		if x.Type != y.Type || x.Status != y.Status || x.ObservedGeneration != y.ObservedGeneration ||
+			x.Reason != y.Reason || x.Message != y.Message || !x.LastTransitionTime.Equal(&y.LastTransitionTime) {
+			return false
+		}
+	}
+	return true
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -145,5 +146,58 @@ func TestStatusEqualIgnoresTimeZone(t *testing.T) {
 	b.ConfigMapName = "other"
 	if statusEqual(a, b) {
 		t.Error("statuses with different configMapName compare equal")
+	}
+}
+
+// FuzzStatusEqual holds statusEqual to equality.Semantic.DeepEqual, which it
+// replaces on the hot path: two statuses built from the fuzzer's choices,
+// from small sets so that equal ones are common.
+func FuzzStatusEqual(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{1, 2, 1, 1, 1, 1, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
+	f.Add([]byte{1, 1, 2, 0, 1, 0, 1, 0, 1, 1, 2, 0, 1, 0, 1, 0, 1, 1, 0})
+	f.Fuzz(func(t *testing.T, choices []byte) {
+		next := func(n int) int {
+			if len(choices) == 0 {
+				return 0
+			}
+			c := int(choices[0]) % n
+			choices = choices[1:]
+			return c
+		}
+		strs := []string{"", "a", "b"}
+		build := func() webappv1.BookStatus {
+			s := webappv1.BookStatus{ObservedGeneration: int64(next(2)), ConfigMapName: strs[next(3)]}
+			switch next(3) {
+			case 1:
+				s.Conditions = []metav1.Condition{}
+			case 2:
+				for range 1 + next(2) {
+					s.Conditions = append(s.Conditions, metav1.Condition{
+						Type: strs[next(3)], Status: metav1.ConditionStatus(strs[next(3)]),
+						ObservedGeneration: int64(next(2)), Reason: strs[next(3)], Message: strs[next(3)],
+						// The same instant in two zones, or another second.
+						LastTransitionTime: metav1.NewTime(t0.Add(time.Duration(next(2)) * time.Second).
+							In(time.FixedZone("z", 3600*next(2)))),
+					})
+				}
+			}
+			return s
+		}
+		a, b := build(), build()
+		if got, want := statusEqual(a, b), apiequality.Semantic.DeepEqual(a, b); got != want {
+			t.Errorf("statusEqual = %v, equality.Semantic.DeepEqual = %v, for\n%+v\n%+v", got, want, a, b)
+		}
+	})
+}
+
+// TestStatusEqualKnowsEveryField fails when BookStatus or metav1.Condition
+// gains a field, which statusEqual must then compare too.
+func TestStatusEqualKnowsEveryField(t *testing.T) {
+	if n := reflect.TypeFor[webappv1.BookStatus]().NumField(); n != 3 {
+		t.Errorf("BookStatus has %d fields; statusEqual compares 3: teach it the new one", n)
+	}
+	if n := reflect.TypeFor[metav1.Condition]().NumField(); n != 6 {
+		t.Errorf("metav1.Condition has %d fields; statusEqual compares 6: teach it the new one", n)
 	}
 }

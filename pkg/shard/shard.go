@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -51,9 +50,20 @@ var bucketNames = func() [Buckets]string {
 	return out
 }()
 
-// hash is the API server's 64-bit FNV-1a of a UID, as a number.
+// hash is the API server's 64-bit FNV-1a of a UID (sharding.HashField),
+// as a number. It is computed here, byte by byte, because HashField prints
+// it as hex for the server's selectors, and printing and parsing it back
+// cost every converged Book's sync (its desired bucket label) 0.15 of 3.6
+// µs and 2 allocations (go test ./pkg/controller -run '^$' -bench
+// ConvergedSync).
+// TestHashIsTheAPIServers holds the two to each other.
 func hash(uid types.UID) uint64 {
-	h, _ := strconv.ParseUint(sharding.HashField(string(uid)), 16, 64)
+	const offset64, prime64 = 14695981039346656037, 1099511628211
+	h := uint64(offset64)
+	for i := 0; i < len(uid); i++ {
+		h ^= uint64(uid[i])
+		h *= prime64
+	}
 	return h
 }
 

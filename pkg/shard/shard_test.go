@@ -117,3 +117,17 @@ func randomUID(rnd *rand.Rand) types.UID {
 	b[8] = b[8]&0x3f | 0x80
 	return types.UID(fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:]))
 }
+
+// TestHashIsTheAPIServers: hash, computed in place, is the number
+// sharding.HashField prints, for random UIDs and for odd strings.
+func TestHashIsTheAPIServers(t *testing.T) {
+	uids := []types.UID{"", "a", "\xff\x00", "team-01/book-1"}
+	for range 10000 {
+		uids = append(uids, uuid.NewUUID())
+	}
+	for _, uid := range uids {
+		if got, want := fmt.Sprintf("%016x", hash(uid)), apisharding.HashField(string(uid)); got != want {
+			t.Fatalf("hash(%q) = %s, the API server's %s", uid, got, want)
+		}
+	}
+}
