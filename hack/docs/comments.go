@@ -1,0 +1,199 @@
+package docs
+
+import (
+	"fmt"
+	"go/parser"
+	"go/token"
+	"os"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// commentLine is one line of a comment: in Go code, or a "#" line of a
+// manifest, the Makefile, the Dockerfile or a script.
+type commentLine struct {
+	file string
+	line int
+	text string
+}
+
+// hashCommented tells which files' "#" lines are comments the check reads.
+func hashCommented(rel string) bool {
+	base := baseName(rel)
+	switch {
+	case base == "Makefile" || base == "Dockerfile" || rel == ".ci/run":
+		return true
+	case strings.HasSuffix(rel, ".sh"):
+		return true
+	case strings.HasSuffix(rel, ".yaml") || strings.HasSuffix(rel, ".yml"):
+		// Manifests and fixtures of our own; not the CRDs other projects
+		// generated (test/integration/deploy/testdata is skipped anyway).
+		return strings.HasPrefix(rel, "manifests/") || strings.HasPrefix(rel, ".github/")
+	}
+	return false
+}
+
+// comments returns every comment line of the tree's hand-written code and
+// manifests.
+func (r *Repo) comments() ([]commentLine, error) {
+	var out []commentLine
+	fset := token.NewFileSet()
+	for _, rel := range sortedKeys(r.files) {
+		switch {
+		case fixture(rel):
+		case strings.HasSuffix(rel, ".go") && !generated(rel):
+			file, err := parser.ParseFile(fset, joinRoot(r.Root, rel), nil, parser.ParseComments)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", rel, err)
+			}
+			for _, g := range file.Comments {
+				for _, c := range g.List {
+					first := fset.Position(c.Pos()).Line
+					for i, l := range strings.Split(c.Text, "\n") {
+						l = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(l, "//"), "/*"))
+						if directive(l) {
+							continue
+						}
+						out = append(out, commentLine{rel, first + i, l})
+					}
+				}
+			}
+		case hashCommented(rel):
+			b, err := os.ReadFile(joinRoot(r.Root, rel))
+			if err != nil {
+				return nil, err
+			}
+			for i, l := range strings.Split(string(b), "\n") {
+				if t := strings.TrimSpace(l); strings.HasPrefix(t, "#") && !strings.HasPrefix(t, "#!") {
+					out = append(out, commentLine{rel, i + 1, t})
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// directive tells whether a comment line is an instruction to a tool
+// (+kubebuilder:…, +listType=map, go:build, nolint), not prose.
+func directive(l string) bool {
+	return strings.HasPrefix(l, "+") || strings.HasPrefix(l, "go:") || strings.HasPrefix(l, "nolint")
+}
+
+var (
+	commentCamel = regexp.MustCompile(`[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*`)
+	commentCall  = regexp.MustCompile(`[A-Z][A-Za-z0-9_]*\(`)
+	commentWord  = regexp.MustCompile("[^\\s,;\"'`]+")
+	commentQual  = regexp.MustCompile(`[a-z][a-z0-9]*\.[A-Z][A-Za-z0-9_]*`)
+	// ownerBefore matches text that ends by saying whose the next name is:
+	// a possessive ("client-go's "), or an API group ("events.k8s.io ").
+	ownerBefore = regexp.MustCompile(`(?:[A-Za-z0-9.-]+['’]s|[a-z0-9-]+\.[a-z0-9.-]*[a-z])\s+$`)
+	// properNoun matches words such as gRPC or eBPF: one lower-case letter,
+	// then capitals only.
+	properNoun = regexp.MustCompile(`^[a-z][A-Z0-9]+$`)
+)
+
+// CheckComments: a comment that cites a file (a path of this repository,
+// or a bare x.go, x.md, x.sh) names one that exists, and one that cites a
+// function (a lowerCamelCase name, name(…), or pkg.Name of one of our
+// packages) names one that exists. Another project's name is written after
+// its owner ("client-go's isInInitialList") or with its path
+// (tools/metrics.Register).
+func CheckComments(r *Repo) ([]Finding, error) {
+	lines, err := r.comments()
+	if err != nil {
+		return nil, err
+	}
+	var out []Finding
+	for _, c := range lines {
+		for _, msg := range r.commentFiles(c) {
+			out = append(out, Finding{at(c.file, c.line), msg})
+		}
+		for _, msg := range r.commentNames(c.text) {
+			out = append(out, Finding{at(c.file, c.line), msg})
+		}
+	}
+	return out, nil
+}
+
+// commentFiles checks the paths and file names a comment line cites,
+// relative to the root, the file's module or the file's directory.
+func (r *Repo) commentFiles(c commentLine) []string {
+	var out []string
+	dir, mod := path.Dir(c.file), r.moduleOf(c.file)
+	for _, loc := range commentWord.FindAllStringIndex(c.text, -1) {
+		if ownerBefore.MatchString(c.text[:loc[0]]) {
+			continue
+		}
+		w := strings.TrimSuffix(strings.TrimSuffix(c.text[loc[0]:loc[1]], "'s"), "’s")
+		if p, ok := r.repoPath(w); ok {
+			if !r.exists(p) && !r.exists(path.Join(mod, p)) && !r.exists(path.Join(dir, p)) {
+				out = append(out, fmt.Sprintf("the comment cites %s, which does not exist: fix the path", p))
+			}
+			continue
+		}
+		if f, ok := bareFile(w); ok && !r.bases[f] {
+			out = append(out, fmt.Sprintf("the comment cites the file %s, which is nowhere in the tree: fix the name, or give another project's file with its path (client-go/tools/cache/%s)", f, f))
+		}
+	}
+	return out
+}
+
+// commentNames checks the functions and other names a comment line cites.
+func (r *Repo) commentNames(text string) []string {
+	var out []string
+	seen := map[string]bool{}
+	report := func(name, msg string) {
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, msg)
+		}
+	}
+	for _, loc := range commentCamel.FindAllStringIndex(text, -1) {
+		name := text[loc[0]:loc[1]]
+		if !r.idents[name] && !properNoun.MatchString(name) && standalone(text, loc) && !ownerBefore.MatchString(text[:loc[0]]) {
+			report(name, fmt.Sprintf("the comment cites %s, which this repository's Go code does not have: fix the name, or say whose it is (client-go's %s)", name, name))
+		}
+	}
+	for _, loc := range commentCall.FindAllStringIndex(text, -1) {
+		name := text[loc[0] : loc[1]-1]
+		if !r.idents[name] && upperCamel.MatchString(name) && standalone(text, []int{loc[0], loc[1] - 1}) && !ownerBefore.MatchString(text[:loc[0]]) {
+			report(name, fmt.Sprintf("the comment cites %s(…), which this repository's Go code does not have: fix the name", name))
+		}
+	}
+	for _, loc := range commentQual.FindAllStringIndex(text, -1) {
+		if !standalone(text, loc) || ownerBefore.MatchString(text[:loc[0]]) {
+			continue
+		}
+		pkg, name, _ := strings.Cut(text[loc[0]:loc[1]], ".")
+		if decls, ours := r.pkgDecls[pkg]; ours && !decls[name] && !r.idents[name] {
+			report(pkg+"."+name, fmt.Sprintf("the comment cites %s.%s, which package %s does not declare: fix the name", pkg, name, pkg))
+		}
+	}
+	return out
+}
+
+// standalone tells whether the match at loc is a name of its own, not part
+// of a path, a URL, a flag or a longer word.
+func standalone(text string, loc []int) bool {
+	if loc[0] > 0 {
+		if c := text[loc[0]-1]; c == '/' || c == '-' || c == '.' || c == '_' || c == '$' || isWordByte(c) {
+			return false
+		}
+	}
+	if loc[1] < len(text) {
+		if c := text[loc[1]]; c == '/' || c == '-' || c == '_' || isWordByte(c) {
+			return false
+		}
+		if c := text[loc[1]]; c == '.' && loc[1]+1 < len(text) && text[loc[1]+1] >= 'a' && text[loc[1]+1] <= 'z' {
+			return false // a file name (x.go) or a host name, not a sentence's end
+		}
+	}
+	return true
+}
+
+// upperCamel matches an exported name with an inner capital, such as
+// WaitForCacheSync: before "(" it names a function (lower-case names are
+// checked as lowerCamelCase words; a lone capitalised word before "(" is
+// prose, and log2(n) is arithmetic).
+var upperCamel = regexp.MustCompile(`^[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*$`)

@@ -1,0 +1,4 @@
+package controller
+
+// metrics.Gone counts it.
+const more = 1

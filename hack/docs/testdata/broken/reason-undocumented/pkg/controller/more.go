@@ -1,0 +1,4 @@
+package controller
+
+// ReasonConfigMapNew is new and undocumented.
+const ReasonConfigMapNew = "ConfigMapNew"
