@@ -47,8 +47,8 @@ export KUBECONFIG
 KUBECTL ?= $(shell hack/build-tools.sh kubectl | tail -n1)/kubectl
 
 .PHONY: help
-help: ## Show this help.
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+help: ## Show this help: every target, by section (hack/docs checks it lists them all).
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2} /^##@/ {printf "\n%s\n", substr($$0, 5)}' $(MAKEFILE_LIST)
 
 ##@ Development
 
@@ -180,8 +180,14 @@ deploy: ## Deploy $(MANIFESTS) running image $(IMG) to the cluster of $KUBECONFI
 	$(KUBECTL) kustomize $(MANIFESTS) | sed 's|image: book-controller:latest|image: $(IMG)|' | $(KUBECTL) apply -f -
 
 .PHONY: undeploy
-undeploy: ## Delete what deploy created; with manifests/ that includes the CRD and so every Book.
+undeploy: ## Delete what deploy created: with manifests/, the CRD and so every Book (and their ConfigMaps); with the namespaced overlay, its watched namespace and all in it.
 	$(KUBECTL) kustomize $(MANIFESTS) | $(KUBECTL) delete --ignore-not-found -f -
+
+# Every object of the controller carries app.kubernetes.io/name=book-controller;
+# the CRD and the namespaced overlay's watched namespace do not, so they stay.
+.PHONY: undeploy-controller
+undeploy-controller: ## Delete the controller deploy created from $(MANIFESTS), keeping the CRD, every Book and its ConfigMap.
+	$(KUBECTL) kustomize $(MANIFESTS) | $(KUBECTL) delete --ignore-not-found -l app.kubernetes.io/name=book-controller -f -
 
 ##@ Benchmark
 
