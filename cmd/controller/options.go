@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
+	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/manager"
 	"ydzs.io/book-controller/pkg/shard"
 )
@@ -24,9 +25,10 @@ type options struct {
 	master     string
 	qps        float32
 	burst      int
-	// liveFirst is --live-first; parse stores its negation in
-	// mgr.Controller.FIFOQueue.
-	liveFirst bool
+	// liveFirst is --live-first, and disableLayers --disable-layers; parse
+	// turns both into mgr.Controller.Off.
+	liveFirst     bool
+	disableLayers []string
 	// shardBoundaries is the removed --shard-boundaries, refused with
 	// the reason.
 	shardBoundaries []string
@@ -61,7 +63,10 @@ func (o *options) flagSet() *pflag.FlagSet {
 	fs.StringSliceVar(&o.shardBoundaries, "shard-boundaries", nil, "")
 	_ = fs.MarkHidden("shard-boundaries")
 	fs.BoolVar(&o.liveFirst, "live-first", o.liveFirst,
-		"Sync Books that a live change brought before those only the informers' initial list brought (after a restart or a failover). false: arrival order.")
+		"Sync Books that a live change brought before those only the informers' initial list brought (after a restart or a failover). false: arrival order, the same as --disable-layers=live-first.")
+	fs.StringSliceVar(&o.disableLayers, "disable-layers", o.disableLayers,
+		"Optimization layers to turn off, each leaving the loop as sample-controller's (docs/tour.md): "+
+			strings.Join(controller.LayerNames(), ", ")+`, or "all". Default: none.`)
 	fs.DurationVar(&o.mgr.ResyncPeriod, "resync-period", o.mgr.ResyncPeriod,
 		"How often the informers replay their caches to the controller; 0 disables resync.")
 	fs.Float32Var(&o.qps, "kube-api-qps", o.qps,
@@ -139,7 +144,12 @@ func parse(args []string, usageOut io.Writer) (*options, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	o.mgr.Controller.FIFOQueue = !o.liveFirst
+	off, err := controller.ParseLayers(o.disableLayers)
+	if err != nil {
+		return nil, fmt.Errorf("--disable-layers: %v", err)
+	}
+	off.LiveFirst = off.LiveFirst || !o.liveFirst
+	o.mgr.Controller.Off = off
 	return o, nil
 }
 

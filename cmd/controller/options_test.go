@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"ydzs.io/book-controller/pkg/controller"
 )
 
 // parseOK parses args and fails the test on any error.
@@ -197,6 +199,8 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"--shards=65", "--leader-elect"}, "--shards must be at most 64"},
 		{[]string{"--shards=3"}, "--shards 3 needs --leader-elect"},
 		{[]string{"--shards=3", "--leader-elect", "--shard-boundaries=0x5555555555555555,0xaaaaaaaaaaaaaaaa"}, "--shard-boundaries is gone"},
+		{[]string{"--disable-layers=own-write"}, `--disable-layers: unknown layer "own-write": want own-writes, `},
+		{[]string{"--disable-layers=all,bogus"}, "--disable-layers"},
 		{[]string{"--metrics-cert-dir=/certs"}, "--metrics-secure"},
 		{[]string{"--metrics-secure=maybe"}, "--metrics-secure"},
 		{[]string{"--ui-source-url=github.com/you/book-controller"}, "--ui-source-url"},
@@ -233,6 +237,30 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("parse(%q) wrote usage on an error:\n%s", c.args, usage.String())
 			}
 		})
+	}
+}
+
+// TestParseLayers: --disable-layers turns layers off by name, "all" every
+// one; --live-first=false is --disable-layers=live-first.
+func TestParseLayers(t *testing.T) {
+	if got := parseOK(t).mgr.Controller.Off; got != (controller.Layers{}) {
+		t.Errorf("default layers off: %+v, want none", got)
+	}
+	if got := parseOK(t, "--disable-layers=all").mgr.Controller.Off; got != controller.AllLayers() {
+		t.Errorf("--disable-layers=all: %+v, want every layer off", got)
+	}
+	got := parseOK(t, "--disable-layers", "own-writes, watch-decode", "--disable-layers=compact-books").mgr.Controller.Off
+	if want := (controller.Layers{OwnWrites: true, WatchDecode: true, CompactBooks: true}); got != want {
+		t.Errorf("--disable-layers own-writes,watch-decode + compact-books: %+v, want %+v", got, want)
+	}
+	if got := parseOK(t, "--live-first=false").mgr.Controller.Off; got != (controller.Layers{LiveFirst: true}) {
+		t.Errorf("--live-first=false: %+v, want live-first off", got)
+	}
+	for _, name := range controller.LayerNames() {
+		off := parseOK(t, "--disable-layers="+name).mgr.Controller.Off
+		if names := off.Names(); len(names) != 1 || names[0] != name {
+			t.Errorf("--disable-layers=%s turns off %v", name, names)
+		}
 	}
 }
 

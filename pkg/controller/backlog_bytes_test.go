@@ -67,7 +67,7 @@ func backfillKeyBytes(b *testing.B, keys []cache.ObjectName) float64 {
 		q := workqueue.NewTypedWithConfig(cfg)
 		for _, k := range keys {
 			if order != nil {
-				order.markBackfill(k)
+				order.mark(k, nil, true)
 			}
 			q.Add(k)
 		}

@@ -8,8 +8,8 @@ import (
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
-// bookCompactor is an optimization layer: the classic loop caches Books as
-// decoded. It is the Book informer's transform (New installs it) and runs
+// bookCompactor is an optimization layer (Options.Off.CompactBooks turns it
+// off): the classic loop caches Books as decoded. It is the Book informer's transform (New installs it) and runs
 // once per object before the object enters the cache, which still holds
 // typed Books for the generated lister. Each string a decoder reads is an
 // allocation of its own, and many of a Book's repeat what the cache already

@@ -79,11 +79,7 @@ func TestConfigMapProjectionSharesTheCachedBooksStrings(t *testing.T) {
 	cm.Data[TitleKey] = strings.Clone(cm.Data[TitleKey])
 	ref := &cm.OwnerReferences[0]
 	ref.Name, ref.UID = strings.Clone(ref.Name), types.UID(strings.Clone(string(ref.UID)))
-	obj, err := f.c.configMaps.transform(cm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := obj.(*cachedConfigMap)
+	v := f.c.cachedForm(cm).(*cachedConfigMap)
 	if *v != *projectConfigMap(ownConfigMap(book)) {
 		t.Errorf("projection differs from projectConfigMap's: %+v", v)
 	}

@@ -1,13 +1,18 @@
 package controller
 
 import (
+	"fmt"
 	"maps"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	"ydzs.io/book-controller/pkg/shard"
@@ -37,18 +42,21 @@ var ManagedBySelector = ManagedByLabel + "=" + ManagedByValue
 var bookGVK = webappv1.SchemeGroupVersion.WithKind("Book")
 
 // desiredConfigMap renders the ConfigMap a Book should own: same name and
-// namespace, the spec in its data, a controller reference so the garbage
-// collector deletes it with the Book, and the bucket of the Book's UID
-// (shard.BucketLabel), by which a sharded replica's ConfigMap informer
-// selects the ConfigMaps of its Books. The bucket label is written with
-// any number of shards, even one, so that changing the number needs no
-// relabelling: the bucket depends on the UID alone.
+// namespace, the spec in its data, and a controller reference so the
+// garbage collector deletes it with the Book.
 func desiredConfigMap(book *webappv1.Book) *corev1.ConfigMap {
-	labels := map[string]string{ManagedByLabel: ManagedByValue, shard.BucketLabel: shard.BucketName(shard.BucketOf(book.UID))}
+	labels := map[string]string{ManagedByLabel: ManagedByValue}
 	if len(validation.IsValidLabelValue(book.Name)) == 0 {
 		// Otherwise the API server would reject the ConfigMap, forever.
 		labels[BookLabel] = book.Name
 	}
+	// fork:begin shards
+	// The bucket of the Book's UID (shard.BucketLabel), by which a sharded
+	// replica's ConfigMap informer selects the ConfigMaps of its Books. It
+	// is written with any number of shards, even one, so that changing the
+	// number needs no relabelling: the bucket depends on the UID alone.
+	labels[shard.BucketLabel] = shard.BucketName(shard.BucketOf(book.UID))
+	// fork:end shards
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            book.Name,
@@ -63,33 +71,57 @@ func desiredConfigMap(book *webappv1.Book) *corev1.ConfigMap {
 	}
 }
 
-// configMapUpToDate reports whether an observed ConfigMap, as the cache
-// keeps it, already carries everything the desired one does. Labels and
-// owner references that others added are tolerated; the data belongs to the
-// Book and must match exactly. desired is what desiredConfigMap renders: our
-// two data keys and at most our three labels.
-func configMapUpToDate(observed *cachedConfigMap, desired *corev1.ConfigMap) bool {
-	if !observed.onlyTitleAndPrice || observed.title != desired.Data[TitleKey] || observed.price != desired.Data[PriceKey] {
-		return false
-	}
-	if observed.managedBy != desired.Labels[ManagedByLabel] {
-		return false
-	}
-	if want, ok := desired.Labels[BookLabel]; ok && observed.book != want {
-		return false
-	}
-	return observed.bucket == desired.Labels[shard.BucketLabel]
+// observedConfigMap is what the sync judges of an existing ConfigMap of a
+// Book's name: the whole object (wholeConfigMap) or what the ConfigMap
+// projection keeps of it (configmapprojection.go).
+type observedConfigMap interface {
+	// controllerRef returns the controller owner reference, if any.
+	controllerRef() (ownerRef, bool)
+	// isDeleting reports whether metadata.deletionTimestamp is set.
+	isDeleting() bool
+	// holds reports whether the ConfigMap already carries everything the
+	// desired one does (desiredConfigMap's output): exactly its data, and
+	// its labels; labels and owner references others added are tolerated.
+	holds(desired *corev1.ConfigMap) bool
 }
 
-// controlledByEarlierBook reports whether cm's controller is a Book of
-// book's name but another UID: a Book deleted before book was created with
-// its name. The garbage collector looks owners up by UID, so it deletes
-// such a ConfigMap (unless another, living owner keeps it); until then it
-// holds book's ConfigMap name. A forged reference looks the same, and the
-// garbage collector deletes that ConfigMap alike.
-func controlledByEarlierBook(cm *cachedConfigMap, book *webappv1.Book) bool {
-	ref := cm.controller
-	if !cm.hasController || ref.kind != bookGVK.Kind || ref.name != book.Name || ref.uid == book.UID {
+// ownerRef is an owner reference without its two flags.
+type ownerRef struct {
+	apiVersion, kind, name string
+	uid                    types.UID
+}
+
+// judgeConfigMap says what an existing ConfigMap of the Book's name means
+// for it: the Ready condition when there is nothing to write, or repair when
+// the Book controls the ConfigMap and it differs from the desired one. A
+// ConfigMap the Book does not control is never modified.
+func judgeConfigMap(book *webappv1.Book, observed observedConfigMap, desired *corev1.ConfigMap) (ready metav1.Condition, repair bool, err error) {
+	ref, hasController := observed.controllerRef()
+	switch {
+	case hasController && earlierBook(ref, book):
+		// Not a conflict: the garbage collector is on its way, and the
+		// ConfigMap's delete event brings the Book back.
+		return earlierBookCondition(book, ref.uid), false, nil
+	case !hasController || ref.uid != book.UID:
+		return conflictCondition(book), false, nil
+	case observed.isDeleting():
+		// Held by somebody's finalizer: a write would go with it. Its
+		// delete event requeues the Book to create it anew.
+		return deletingCondition(book), false, nil
+	case observed.holds(desired):
+		return readyCondition(book), false, nil
+	}
+	return metav1.Condition{}, true, nil
+}
+
+// earlierBook reports whether a ConfigMap's controller reference names a
+// Book of book's name but another UID: a Book deleted before book was
+// created with its name. The garbage collector looks owners up by UID, so
+// it deletes such a ConfigMap (unless another, living owner keeps it);
+// until then it holds book's ConfigMap name. A forged reference looks the
+// same, and the garbage collector deletes that ConfigMap alike.
+func earlierBook(ref ownerRef, book *webappv1.Book) bool {
+	if ref.kind != bookGVK.Kind || ref.name != book.Name || ref.uid == book.UID {
 		return false
 	}
 	// Compare the group only: a reference written through another API
@@ -109,4 +141,58 @@ func repairedConfigMap(observed, desired *corev1.ConfigMap) *corev1.ConfigMap {
 	}
 	maps.Copy(cm.Labels, desired.Labels)
 	return cm
+}
+
+// wholeConfigMap is a ConfigMap as the API server sends it, judged as an
+// observedConfigMap: the cache's with the projection off, and what a
+// repair reads from the API server.
+type wholeConfigMap corev1.ConfigMap
+
+func (cm *wholeConfigMap) controllerRef() (ownerRef, bool) {
+	ref := metav1.GetControllerOfNoCopy(cm)
+	if ref == nil {
+		return ownerRef{}, false
+	}
+	return ownerRef{apiVersion: ref.APIVersion, kind: ref.Kind, name: ref.Name, uid: ref.UID}, true
+}
+
+func (cm *wholeConfigMap) isDeleting() bool { return cm.DeletionTimestamp != nil }
+
+func (cm *wholeConfigMap) holds(desired *corev1.ConfigMap) bool {
+	if !maps.Equal(cm.Data, desired.Data) || len(cm.BinaryData) > 0 {
+		return false
+	}
+	for k, v := range desired.Labels {
+		if got, ok := cm.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// configMapLister is the classic configMapStore: the informer keeps whole
+// ConfigMaps and the sync reads them through client-go's lister, as
+// sample-controller reads its Deployments.
+type configMapLister struct {
+	lister corelisters.ConfigMapLister
+}
+
+func (l configMapLister) get(namespace, name string) (observedConfigMap, error) {
+	cm, err := l.lister.ConfigMaps(namespace).Get(name)
+	switch {
+	case err == nil:
+		return (*wholeConfigMap)(cm), nil
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	}
+	return nil, err
+}
+
+// transformFunc is nil: the cache keeps ConfigMaps as decoded.
+func (configMapLister) transformFunc() cache.TransformFunc { return nil }
+
+// errUnexpectedObject names what a cache held that the controller did not
+// put there.
+func errUnexpectedObject(where string, obj any) error {
+	return fmt.Errorf("unexpected object of type %T in %s", obj, where)
 }

@@ -88,11 +88,17 @@ func TestConfigMapUpToDate(t *testing.T) {
 			observed := desired.DeepCopy()
 			tt.mutate(observed)
 			desiredBefore := desired.DeepCopy()
-			if got := configMapUpToDate(projectConfigMap(observed), desired); got != tt.want {
-				t.Errorf("configMapUpToDate: got %v, want %v", got, tt.want)
+			// The projection's judgement and the whole object's must agree.
+			for _, c := range []struct {
+				name     string
+				observed observedConfigMap
+			}{{"projection", projectConfigMap(observed)}, {"whole", (*wholeConfigMap)(observed)}} {
+				if got := c.observed.holds(desired); got != tt.want {
+					t.Errorf("%s holds: got %v, want %v", c.name, got, tt.want)
+				}
 			}
 			if !apiequality.Semantic.DeepEqual(desired, desiredBefore) {
-				t.Error("configMapUpToDate modified desired")
+				t.Error("holds modified desired")
 			}
 		})
 	}
@@ -121,7 +127,7 @@ func TestRepairedConfigMap(t *testing.T) {
 	if !apiequality.Semantic.DeepEqual(desired, desiredBefore) {
 		t.Errorf("repairedConfigMap mutated desired")
 	}
-	if !configMapUpToDate(projectConfigMap(got), desired) {
+	if !projectConfigMap(got).holds(desired) {
 		t.Errorf("repaired ConfigMap is not up to date: %+v", got)
 	}
 	if !apiequality.Semantic.DeepEqual(got.Data, desired.Data) {

@@ -32,8 +32,8 @@ import (
 	"ydzs.io/book-controller/pkg/metrics"
 )
 
-// Name is the controller's name: the work queue's name (and so its metrics
-// label) and the prefix of its log lines.
+// Name is the controller's name: the work queue's name, and so the name
+// label of the workqueue_* metrics and the controller label of ours.
 const Name = "book"
 
 // Defaults for Options fields left zero.
@@ -43,7 +43,7 @@ const (
 )
 
 // defaultCacheLagRecheck is when a Book waiting for its own ConfigMap to
-// reach the cache is looked at again (see sync.go, cacheBehind). It decides
+// reach the cache is looked at again (sync.go, waitForCache). It decides
 // nothing: resourceVersions say when the cache has caught up. It only wakes a
 // Book that no event will wake, as kube's expectations time out after five
 // minutes; a ConfigMap per Book is cheap to look at again.
@@ -68,9 +68,9 @@ type Options struct {
 	// DrainTimeout bounds how long Run waits, after its context ends, for
 	// the queued and in-flight keys to finish before cancelling them.
 	DrainTimeout time.Duration
-	// FIFOQueue turns the live-first order off (livefirst.go): keys are
-	// handed out in arrival order, as client-go's queue does by default.
-	FIFOQueue bool
+	// Off turns optimization layers off (layers.go); the zero value keeps
+	// them all on, and Off: AllLayers() runs sample-controller's loop.
+	Off Layers
 	// Observer, when set, is told each step of each Book's way through the
 	// controller (observer.go); nil, the default, costs nothing.
 	Observer Observer
@@ -96,15 +96,15 @@ type Controller struct {
 
 	booksLister      booklisters.BookLister
 	booksSynced      cache.InformerSynced
-	configMaps       *configMapCache
+	configMaps       configMapStore
 	configMapsSynced cache.InformerSynced
 
 	// queue holds namespace/name keys of Books that may need work. A key is
 	// in the queue at most once and is never handed to two workers at once,
 	// so a Book is synced by one goroutine at a time.
 	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	// order is the queue's live-first order, nil with Options.FIFOQueue.
-	order    *liveFirst
+	// writes makes the sync's API writes (writes.go).
+	writes   apiWriter
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
 
@@ -112,11 +112,16 @@ type Controller struct {
 	cacheLagRecheck time.Duration
 	drainTimeout    time.Duration
 
-	// ownWrites skips the syncs our own writes would cause (ownwrites.go).
-	ownWrites *ownWrites
-	// notReady times the Books that are not Ready, for the alert (notready.go).
-	notReady *notReadyBooks
-	// observer is Options.Observer, nil when nobody watches; set by New.
+	// The optimization layers' seams (layers.go), each the layer or its
+	// classic stand-in.
+	ownWrites   writeTracker     // ownwrites.go
+	order       queueOrder       // livefirst.go
+	connections connectionOpener // connections.go
+	readiness   readinessTracker // notready.go
+	// bookTransform is the Book informer's transform (bookcache.go), nil
+	// to cache Books as decoded.
+	bookTransform cache.TransformFunc
+	// observer is Options.Observer, nil when nobody watches.
 	observer Observer
 
 	// aborted ends when Abort is called, with its cause; see Abort.
@@ -130,7 +135,9 @@ type Controller struct {
 
 // New wires a Controller to its informers: it installs their transforms and
 // registers the event handlers (the watches), but starts nothing. Start the
-// informer factories after New, then call Run.
+// informer factories after New, then call Run. opts.Off chooses, layer by
+// layer, between each optimization and its classic stand-in; this is the
+// one place that does.
 func New(
 	kubeClient kubernetes.Interface,
 	bookClient versioned.Interface,
@@ -147,18 +154,45 @@ func New(
 		kubeClient:      kubeClient,
 		bookClient:      bookClient,
 		booksLister:     bookInformer.Lister(),
-		configMaps:      newConfigMapCache(configMapInformer.Informer().GetIndexer(), bookInformer.Lister()),
 		recorder:        recorder,
 		clock:           opts.Clock,
 		conflictRecheck: opts.ConflictRecheck,
 		cacheLagRecheck: defaultCacheLagRecheck,
 		drainTimeout:    opts.DrainTimeout,
-		notReady:        newNotReadyBooks(),
 		observer:        opts.Observer,
 	}
-	c.queue, c.order = newQueue(opts)
-	c.ownWrites = newOwnWrites(bookInformer.Informer().GetStore(), configMapInformer.Informer().GetStore(), c.release)
-	c.ownWrites.observer = opts.Observer
+	var writes apiWriter = clientWriter{kube: kubeClient, books: bookClient}
+	if opts.Observer != nil {
+		writes = observedWriter{apiWriter: writes, observer: opts.Observer}
+	}
+	off := opts.Off
+	c.ownWrites, c.order, c.connections, c.readiness = untracked{}, arrivalOrder{}, dialOnDemand{}, untrackedReadiness{}
+	c.configMaps = configMapLister{lister: configMapInformer.Lister()}
+	var storage workqueue.Queue[cache.ObjectName] // nil: client-go's FIFO
+	if !off.OwnWrites {
+		c.ownWrites = newOwnWrites(bookInformer.Informer().GetStore(), configMapInformer.Informer().GetStore(), c.release)
+	}
+	if !off.ConfigMapProjection {
+		c.configMaps = newConfigMapProjection(configMapInformer.Informer().GetIndexer(), bookInformer.Lister())
+	}
+	if !off.CompactBooks {
+		c.bookTransform = newBookCompactor().transform
+	}
+	if !off.LiveFirst {
+		order := newLiveFirst()
+		c.order, storage = order, order
+	}
+	if !off.ConnectionWarmUp {
+		c.connections = connectionWarmUp{clients: []namedClient{
+			{"kubernetes", kubeClient.Discovery().RESTClient()},
+			{"books", bookClient.Discovery().RESTClient()},
+		}}
+	}
+	if !off.NotReadyGauge {
+		c.readiness = newNotReadyBooks()
+	}
+	c.writes = c.ownWrites.wrap(writes)
+	c.queue = newQueue(opts.RateLimiter, storage)
 	c.aborted, c.abort = context.WithCancelCause(context.Background())
 	c.syncHandler = c.syncBook
 	metrics.InitController(Name)
@@ -168,22 +202,21 @@ func New(
 	return c, nil
 }
 
-// newQueue builds client-go's rate-limiting work queue, with the live-first
-// order as its storage unless opts.FIFOQueue.
-func newQueue(opts Options) (workqueue.TypedRateLimitingInterface[cache.ObjectName], *liveFirst) {
-	if opts.FIFOQueue {
-		return workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: Name}), nil
+// newQueue builds client-go's rate-limiting work queue, the lesson's
+// MakeQueue, on storage (the order in which it hands keys out) or, when
+// storage is nil, on client-go's FIFO.
+func newQueue(limiter workqueue.TypedRateLimiter[cache.ObjectName], storage workqueue.Queue[cache.ObjectName]) workqueue.TypedRateLimitingInterface[cache.ObjectName] {
+	if storage == nil {
+		return workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: Name})
 	}
-	order := newLiveFirst()
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter, workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{
+	return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{
 		Name: Name,
 		DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
 			Name:  Name,
-			Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{Name: Name, Queue: order}),
+			Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{Name: Name, Queue: storage}),
 		}),
 	})
-	return q, order
 }
 
 func withDefaults(opts Options) Options {
@@ -210,11 +243,15 @@ func withDefaults(opts Options) Options {
 // started: a transform set later would leave objects of both kinds in the
 // cache.
 func (c *Controller) watch(books, configMaps cache.SharedIndexInformer) error {
-	if err := books.SetTransform(newBookCompactor().transform); err != nil {
-		return fmt.Errorf("setting the Book informer's transform: %w", err)
+	if c.bookTransform != nil {
+		if err := books.SetTransform(c.bookTransform); err != nil {
+			return fmt.Errorf("setting the Book informer's transform: %w", err)
+		}
 	}
-	if err := configMaps.SetTransform(c.configMaps.transform); err != nil {
-		return fmt.Errorf("setting the ConfigMap informer's transform: %w", err)
+	if transform := c.configMaps.transformFunc(); transform != nil {
+		if err := configMaps.SetTransform(transform); err != nil {
+			return fmt.Errorf("setting the ConfigMap informer's transform: %w", err)
+		}
 	}
 	// The registrations' HasSynced, unlike the informers', also waits until
 	// our handlers have seen the initial list, so Run starts with a full queue.
@@ -247,8 +284,8 @@ func (c *Controller) watch(books, configMaps cache.SharedIndexInformer) error {
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	defer c.queue.ShutDown()
-	c.notReady.start()
-	defer c.notReady.stop()
+	c.readiness.start()
+	defer c.readiness.stop()
 	if workers < 1 {
 		return fmt.Errorf("workers must be at least 1, got %d", workers)
 	}
@@ -257,7 +294,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	if started, err := c.waitForCaches(untilAbort); !started {
 		return err
 	}
-	c.openConnections(untilAbort)
+	c.connections.open(untilAbort)
 	pool := c.startWorkers(ctx, workers)
 	c.stopWorkers(ctx, pool)
 	return nil

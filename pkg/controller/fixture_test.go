@@ -210,6 +210,17 @@ func newFixture(t testing.TB, opts Options, objects ...runtime.Object) *fixture 
 	return f
 }
 
+// tracker is the controller's own-writes layer, which the fixture's
+// Options leave on unless a test turns it off.
+func (f *fixture) tracker() *ownWrites {
+	f.t.Helper()
+	w, ok := f.c.ownWrites.(*ownWrites)
+	if !ok {
+		f.t.Fatalf("the own-writes layer is off (%T)", f.c.ownWrites)
+	}
+	return w
+}
+
 func inConfigMapCache(cm *corev1.ConfigMap) bool {
 	return labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue}).Matches(labels.Set(cm.Labels))
 }
@@ -546,6 +557,20 @@ func bookKey(name string) cache.ObjectName {
 	return cache.ObjectName{Namespace: testNamespace, Name: name}
 }
 
+// cachedForm is what the ConfigMap informer would keep of obj: its
+// projection, or obj itself with the projection off.
+func (c *Controller) cachedForm(obj any) any {
+	transform := c.configMaps.transformFunc()
+	if transform == nil {
+		return obj
+	}
+	out, err := transform(obj)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
 // projectingConfigMapHandler is the ConfigMap event handler as the informer
 // calls it: ConfigMaps, bare or in tombstones, arrive projected by
 // projectConfigMap; anything else arrives as it is.
@@ -553,11 +578,10 @@ func (c *Controller) projectingConfigMapHandler() cache.ResourceEventHandler {
 	h := c.configMapEventHandler()
 	project := func(obj any) any {
 		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			tombstone.Obj, _ = c.configMaps.transform(tombstone.Obj)
+			tombstone.Obj = c.cachedForm(tombstone.Obj)
 			return tombstone
 		}
-		obj, _ = c.configMaps.transform(obj)
-		return obj
+		return c.cachedForm(obj)
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { h.OnAdd(project(obj), false) },

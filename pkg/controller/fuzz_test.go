@@ -143,25 +143,10 @@ func FuzzDesiredConfigMap(f *testing.F) {
 		if !reflect.DeepEqual(cm, again) {
 			t.Errorf("two renderings differ:\n%+v\n%+v", cm, again)
 		}
-		if !configMapUpToDate(projectConfigMap(cm), again) {
+		if !projectConfigMap(cm).holds(again) {
 			t.Error("a desired ConfigMap is not up to date with itself")
 		}
 	})
-}
-
-// wholeConfigMapUpToDate is configMapUpToDate on whole ConfigMaps, as the
-// controller judged before its cache kept projections: data equal to
-// desired's, no binaryData, and every desired label present with its value.
-func wholeConfigMapUpToDate(observed, desired *corev1.ConfigMap) bool {
-	if !maps.Equal(observed.Data, desired.Data) || len(observed.BinaryData) != 0 {
-		return false
-	}
-	for k, v := range desired.Labels {
-		if got, ok := observed.Labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }
 
 // decodePairs turns a fuzzer string into a map: "k1=v1\nk2=v2...".
@@ -204,10 +189,11 @@ func FuzzRepairedConfigMap(f *testing.F) {
 			observed.Annotations = map[string]string{"note": annotation}
 		}
 		observedBefore, desiredBefore := observed.DeepCopy(), desired.DeepCopy()
-		wasUpToDate := configMapUpToDate(projectConfigMap(observed), desired)
+		wasUpToDate := projectConfigMap(observed).holds(desired)
 		// The cache keeps a projection; judged on it, a ConfigMap must be up
-		// to date exactly when the whole object is.
-		if whole := wholeConfigMapUpToDate(observed, desired); wasUpToDate != whole {
+		// to date exactly when the whole object is, as the classic cache
+		// and a repair judge it.
+		if whole := (*wholeConfigMap)(observed).holds(desired); wasUpToDate != whole {
 			t.Fatalf("up to date by the cached projection: %v, by the whole ConfigMap: %v\n%+v", wasUpToDate, whole, observed)
 		}
 
@@ -219,7 +205,7 @@ func FuzzRepairedConfigMap(f *testing.F) {
 		if !reflect.DeepEqual(desired, desiredBefore) {
 			t.Fatalf("repairedConfigMap modified desired")
 		}
-		if !configMapUpToDate(projectConfigMap(got), desired) {
+		if !projectConfigMap(got).holds(desired) {
 			t.Fatalf("repaired ConfigMap is not up to date: %+v", got)
 		}
 		if !maps.Equal(got.Data, desired.Data) || len(got.BinaryData) != 0 {

@@ -1,48 +1,32 @@
 package controller
 
 import (
-	"fmt"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
-// This file turns informer events into queue keys, controller-runtime's
-// event handlers (EnqueueRequestForObject for Books, a map from ConfigMap to
-// Book). Every path ends in enqueue(namespace/name of a Book); the sync
-// decides what, if anything, to do.
+// This file turns informer events into queue keys: controller-runtime's
+// EnqueueRequestForObject for Books, and for ConfigMaps a map to the Book of
+// the same namespace and name (sample-controller's handleObject). Every
+// event of either informer goes through handle, which decides one of three
+// things: a resync to ignore, the echo of our own write to skip, or a key to
+// queue. The sync then decides what, if anything, to do.
 
-// bookEventHandler enqueues the Book itself for every real change that is
-// not the echo of our own status write (ownWrites.IsEcho). Books of the
-// informer's initial list that a sync has answered before queue behind live
-// changes (livefirst.go). Each decision is told to the Observer, if any
-// (observer.go).
+// bookEventHandler queues the Book of every event.
 func (c *Controller) bookEventHandler() cache.ResourceEventHandlerDetailedFuncs {
 	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, isInInitialList bool) { c.enqueueObject(obj, EventAdd, isInInitialList) },
-		UpdateFunc: func(oldObj, newObj any) {
-			if sameResourceVersion(oldObj, newObj) {
-				// A periodic resync replays the cache; nothing changed, so a
-				// converged Book needs no work.
-				c.observeObject(BooksInformer, EventUpdate, false, false, newObj, DecisionResync)
-				return
-			}
-			if book, ok := newObj.(metav1.Object); ok &&
-				c.ownWrites.IsEcho(cache.MetaObjectToName(book), booksResource, book.GetResourceVersion()) {
-				c.observeObject(BooksInformer, EventUpdate, false, false, newObj, DecisionEcho)
-				return
-			}
-			c.enqueueObject(newObj, EventUpdate, false)
-		},
-		DeleteFunc: func(obj any) { c.enqueueObject(obj, EventDelete, false) },
+		AddFunc:    func(obj any, initialList bool) { c.handle(BooksInformer, EventAdd, nil, obj, initialList) },
+		UpdateFunc: func(oldObj, newObj any) { c.handle(BooksInformer, EventUpdate, oldObj, newObj, false) },
+		DeleteFunc: func(obj any) { c.handle(BooksInformer, EventDelete, nil, obj, false) },
 	}
 }
 
-// configMapEventHandler enqueues, for every change to a ConfigMap in the
-// cache, the Book of the same namespace and name, so an edit or deletion by
-// someone else is repaired. The echo of our own create or repair is not a
-// change to act on (ownWrites.IsEcho). A Book's sync reads only the
+// configMapEventHandler queues, for every event of a ConfigMap in the cache
+// (ours, by its label), the Book of the same namespace and name, so that an
+// edit or deletion by someone else is repaired. A Book's sync reads only the
 // ConfigMap of its own name, so that is the only Book an event can concern;
 // whom the ConfigMap's owner reference names, with which UID, is for the
 // sync to judge. (Once the handler skipped references with another UID;
@@ -50,126 +34,103 @@ func (c *Controller) bookEventHandler() cache.ResourceEventHandlerDetailedFuncs 
 // went unheard, and a recreated Book waited for the conflict recheck.)
 func (c *Controller) configMapEventHandler() cache.ResourceEventHandlerDetailedFuncs {
 	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, isInInitialList bool) { c.enqueueBookOfChangedConfigMap(obj, EventAdd, isInInitialList) },
-		UpdateFunc: func(oldObj, newObj any) {
-			if sameResourceVersion(oldObj, newObj) {
-				c.observeObject(ConfigMapsInformer, EventUpdate, false, false, newObj, DecisionResync)
-				return
-			}
-			c.enqueueBookOfChangedConfigMap(newObj, EventUpdate, false)
-		},
-		DeleteFunc: func(obj any) { c.enqueueBookOfConfigMap(obj, EventDelete, false) },
+		AddFunc:    func(obj any, initialList bool) { c.handle(ConfigMapsInformer, EventAdd, nil, obj, initialList) },
+		UpdateFunc: func(oldObj, newObj any) { c.handle(ConfigMapsInformer, EventUpdate, oldObj, newObj, false) },
+		DeleteFunc: func(obj any) { c.handle(ConfigMapsInformer, EventDelete, nil, obj, false) },
 	}
 }
 
-// enqueueBookOfChangedConfigMap is enqueueBookOfConfigMap for an added or
-// updated ConfigMap, unless it is as our last write left it.
-func (c *Controller) enqueueBookOfChangedConfigMap(obj any, typ EventType, isInInitialList bool) {
-	if cm, ok := obj.(*cachedConfigMap); ok &&
-		c.ownWrites.IsEcho(cache.ObjectName{Namespace: cm.namespace, Name: cm.name}, configMapsResource, cm.resourceVersion) {
-		c.observeObject(ConfigMapsInformer, typ, isInInitialList, false, obj, DecisionEcho)
-		return
-	}
-	c.enqueueBookOfConfigMap(obj, typ, isInInitialList)
+// object is what the handlers read of a cached object: a Book, a ConfigMap
+// or the ConfigMap projection's cachedConfigMap.
+type object interface {
+	GetNamespace() string
+	GetName() string
+	GetResourceVersion() string
 }
 
-// enqueueObject adds the key of a Book, or of the Book inside a deletion
-// tombstone, to the queue.
-func (c *Controller) enqueueObject(obj any, typ EventType, isInInitialList bool) {
-	key, err := cache.DeletionHandlingObjectToName(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		c.observe(BooksInformer, typ, isInInitialList, false, key, "", DecisionInvalid)
-		return
+// handle is the way of every event to the queue. obj is the object as the
+// cache now holds it, or as it was last seen for a deletion (then possibly
+// in a tombstone, when the deletion itself was missed); oldObj is the
+// previous one for an update.
+func (c *Controller) handle(informer Informer, typ EventType, oldObj, obj any, initialList bool) {
+	ev := HandlerEvent{Informer: informer, Type: typ, InitialList: initialList}
+	o, key, ok := objectOf(informer, obj)
+	if ok {
+		ev.Key, ev.ResourceVersion = key, resourceVersion(o)
 	}
-	backfill := isInInitialList && handledBefore(obj)
-	c.observeObject(BooksInformer, typ, isInInitialList, backfill, obj, DecisionEnqueued)
-	c.enqueueFrom(key, backfill)
+	if o != nil && informer == BooksInformer {
+		c.readiness.bookChanged(o, typ == EventDelete)
+	}
+	switch {
+	case !ok:
+		utilruntime.HandleError(errUnexpectedObject(string(informer)+" event", obj))
+		ev.Decision = DecisionInvalid
+	case typ == EventUpdate && sameResourceVersion(oldObj, ev.ResourceVersion):
+		// A periodic resync replays the cache: nothing changed.
+		ev.Decision = DecisionResync
+	case typ != EventDelete && c.ownWrites.isEcho(ev.Key, resourceOf(informer), ev.ResourceVersion):
+		// The sync that wrote this already judged this very object.
+		ev.Decision = DecisionEcho
+	default:
+		ev = c.enqueue(ev, o)
+	}
+	c.observe(ev)
 }
 
-// enqueueBookOfConfigMap adds the key of the Book named like a ConfigMap, or
-// like the ConfigMap inside a deletion tombstone.
-func (c *Controller) enqueueBookOfConfigMap(obj any, typ EventType, isInInitialList bool) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	cm, ok := obj.(*cachedConfigMap)
-	if !ok {
-		utilruntime.HandleError(errUnexpectedObject(obj))
-		c.observe(ConfigMapsInformer, typ, isInInitialList, false, cache.ObjectName{}, "", DecisionInvalid)
-		return
-	}
-	key := cache.ObjectName{Namespace: cm.namespace, Name: cm.name}
-	c.observe(ConfigMapsInformer, typ, isInInitialList, isInInitialList, key, cm.resourceVersion, DecisionEnqueued)
-	c.enqueueFrom(key, isInInitialList)
-}
-
-// enqueue queues a key for a live change.
-func (c *Controller) enqueue(key cache.ObjectName) { c.enqueueFrom(key, false) }
-
-// release queues a Book whose event ownWrites held back while our write was
-// in flight, once the write's answer showed the event was not its echo: a
-// live change.
-func (c *Controller) release(key cache.ObjectName) {
-	c.observe("", EventReleased, false, false, key, "", DecisionEnqueued)
-	c.enqueue(key)
-}
-
-// observeObject reports a handler's decision on obj, a Book, a cached
-// ConfigMap or a tombstone of either, when there is an observer. The key
-// and resourceVersion are worked out only then.
-func (c *Controller) observeObject(informer Informer, typ EventType, initial, backfill bool, obj any, d Decision) {
-	if c.observer == nil {
-		return
-	}
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	var key cache.ObjectName
-	switch o := obj.(type) {
-	case *cachedConfigMap:
-		key = cache.ObjectName{Namespace: o.namespace, Name: o.name}
-	case metav1.Object:
-		key = cache.MetaObjectToName(o)
-	}
-	rv, _ := resourceVersionOf(obj)
-	c.observe(informer, typ, initial, backfill, key, rv, d)
-}
-
-// enqueueFrom is the handlers' one queue call. Add does nothing for a key
+// enqueue adds ev's key to the queue, telling the queue's order first
+// whether it is a live change (livefirst.go). Add does nothing for a key
 // already queued, and marks a key being synced to be synced again once the
-// worker is done with it. A backfill key, one an informer's initial list
-// brought with nothing new to answer, is marked to wait behind the live ones
-// (livefirst.go; nil with Options.FIFOQueue).
-func (c *Controller) enqueueFrom(key cache.ObjectName, backfill bool) {
-	if c.order != nil {
-		if backfill {
-			c.order.markBackfill(key)
-		} else {
-			c.order.markLive(key)
+// worker is done with it.
+func (c *Controller) enqueue(ev HandlerEvent, obj any) HandlerEvent {
+	ev.Decision, ev.Backfill = DecisionEnqueued, c.order.mark(ev.Key, obj, ev.InitialList)
+	c.queue.Add(ev.Key)
+	return ev
+}
+
+// objectOf returns what an event of informer carries, and the key of the
+// Book it concerns: the Book itself, or the Book of a ConfigMap's
+// namespace and name. A tombstone gives its object, or, for a Book, only
+// its key when it holds none; o is nil then. ok is false for anything that
+// is not of the informer's kind.
+func objectOf(informer Informer, obj any) (o object, key cache.ObjectName, ok bool) {
+	if tombstone, isTombstone := obj.(cache.DeletedFinalStateUnknown); isTombstone {
+		if tombstone.Obj == nil && informer == BooksInformer {
+			key, err := cache.ParseObjectName(tombstone.Key)
+			return nil, key, err == nil
 		}
+		obj = tombstone.Obj
 	}
-	c.queue.Add(key)
-}
-
-func sameResourceVersion(oldObj, newObj any) bool {
-	o, ok1 := resourceVersionOf(oldObj)
-	n, ok2 := resourceVersionOf(newObj)
-	return ok1 && ok2 && o == n
-}
-
-// resourceVersionOf returns the resourceVersion of a Book or of a cached
-// ConfigMap, and false for anything else.
-func resourceVersionOf(obj any) (string, bool) {
-	switch o := obj.(type) {
-	case *cachedConfigMap:
-		return o.resourceVersion, true
-	case metav1.Object:
-		return o.GetResourceVersion(), true
+	switch v := obj.(type) {
+	case *webappv1.Book:
+		o, ok = v, informer == BooksInformer
+	case *corev1.ConfigMap:
+		o, ok = v, informer == ConfigMapsInformer
+	case object:
+		// What the ConfigMap informer's transform made of a ConfigMap.
+		o, ok = v, informer == ConfigMapsInformer
 	}
-	return "", false
+	if !ok {
+		return nil, cache.ObjectName{}, false
+	}
+	return o, cache.ObjectName{Namespace: o.GetNamespace(), Name: o.GetName()}, true
 }
 
-func errUnexpectedObject(obj any) error {
-	return fmt.Errorf("unexpected object of type %T in ConfigMap event", obj)
+func resourceVersion(o object) string {
+	if o == nil {
+		return ""
+	}
+	return o.GetResourceVersion()
+}
+
+func sameResourceVersion(oldObj any, rv string) bool {
+	o, ok := oldObj.(object)
+	return ok && o.GetResourceVersion() == rv
+}
+
+// resourceOf is the resource an informer caches.
+func resourceOf(informer Informer) resource {
+	if informer == BooksInformer {
+		return booksResource
+	}
+	return configMapsResource
 }

@@ -229,8 +229,8 @@ func TestHandlersSkipTheEchoOfOurOwnWrites(t *testing.T) {
 	f := newFixture(t, Options{})
 	key := bookKey("demo")
 	book := withRV(newBook("demo", 1, "T", 1), "10")
-	f.c.ownWrites.wrote(key, book.UID, configMapsResource, "11")
-	f.c.ownWrites.wrote(key, book.UID, booksResource, "12")
+	f.tracker().wrote(key, book.UID, configMapsResource, "11")
+	f.tracker().wrote(key, book.UID, booksResource, "12")
 
 	// Our create and our status write come back: nothing to do.
 	f.c.projectingConfigMapHandler().OnAdd(withRV(ownConfigMap(book), "11"), false)
@@ -249,7 +249,7 @@ func TestOwnWriteThatPanicsLeavesNothingInFlight(t *testing.T) {
 	book := withRV(newBook("demo", 1, "T", 1), "10")
 	func() {
 		defer func() { _ = recover() }()
-		_, _ = ownWrite(f.c.ownWrites, book, booksResource, verbUpdateStatus, func() (*webappv1.Book, error) { panic("client bug") })
+		_, _ = ownWrite(f.tracker(), book, booksResource, func() (*webappv1.Book, error) { panic("client bug") })
 	}()
 	// An event now is heard, not held back for a write that never ends.
 	f.c.bookEventHandler().OnUpdate(book, withRV(book.DeepCopy(), "11"))
@@ -262,7 +262,7 @@ func TestOwnWriteThatPanicsLeavesNothingInFlight(t *testing.T) {
 func TestEventHeldBackDuringAWriteIsReleased(t *testing.T) {
 	f := newFixture(t, Options{})
 	book := withRV(newBook("demo", 1, "T", 1), "10")
-	_, err := ownWrite(f.c.ownWrites, book, booksResource, verbUpdateStatus, func() (*webappv1.Book, error) {
+	_, err := ownWrite(f.tracker(), book, booksResource, func() (*webappv1.Book, error) {
 		f.c.bookEventHandler().OnUpdate(book, withRV(book.DeepCopy(), "11")) // somebody's edit
 		expectQueued(t, f.c)                                                 // held back
 		return withRV(book.DeepCopy(), "12"), nil                            // our write landed after it

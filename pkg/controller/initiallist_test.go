@@ -30,7 +30,7 @@ func BenchmarkInitialList(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				b.StopTimer()
-				c := newBenchController(b, Options{FIFOQueue: fifo})
+				c := newBenchController(b, Options{Off: Layers{LiveFirst: fifo}})
 				bookHandler, cmHandler := c.bookEventHandler(), c.configMapEventHandler()
 				b.StartTimer()
 				for i := range books {

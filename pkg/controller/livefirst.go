@@ -9,8 +9,9 @@ import (
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
-// liveFirst is an optimization layer; without it (Options.FIFOQueue) the
-// queue is client-go's plain FIFO and the controller is just as correct.
+// liveFirst is an optimization layer; without it (Options.Off.LiveFirst,
+// --live-first=false) the queue is client-go's plain FIFO and the
+// controller is just as correct.
 // It is the order in which the work queue hands out keys: every key a live
 // change brought (a new Book, an edited spec, a ConfigMap edited or deleted
 // by someone, a retry, a recheck) before any key that only the informers'
@@ -22,9 +23,9 @@ import (
 // It plugs into client-go's queue as its workqueue.Queue (the storage
 // behind Add and Get), so deduplication, one worker per key, rate-limited
 // retries, the drain on shutdown and the queue metrics are client-go's and
-// keep their meaning; only the order changes. A key is marked as backfill
-// by the handler just before its Add (markBackfill); a key added again by a
-// live change while it waits as backfill moves to the live line (Touch).
+// keep their meaning; only the order changes. The handlers mark each key
+// just before its Add (mark); a key added again by a live change while it
+// waits as backfill moves to the live line (Touch).
 //
 // Gain, `go test ./test/integration/controller -run TestLiveChangeOvertakesTheBackfill -v`:
 // a Book created during the backfill of 300 repairs (one worker) was Ready
@@ -59,18 +60,20 @@ func newLiveFirst() *liveFirst {
 	return &liveFirst{waiting: map[cache.ObjectName]struct{}{}, marked: map[cache.ObjectName]struct{}{}}
 }
 
-// markBackfill says that the next Add of key comes from an informer's
-// initial list, or markLive that it comes from a live change.
-func (q *liveFirst) markBackfill(key cache.ObjectName) {
+// mark records whether the next Add of key is a live change or backfill: a
+// key an informer's initial list brought with nothing new to answer
+// (handledBefore for a Book; a listed ConfigMap always waits, since whether
+// it drifted is for the sync to find out).
+func (q *liveFirst) mark(key cache.ObjectName, obj any, initialList bool) bool {
+	backfill := initialList && handledBefore(obj)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.marked[key] = struct{}{}
-}
-
-func (q *liveFirst) markLive(key cache.ObjectName) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	delete(q.marked, key)
+	if backfill {
+		q.marked[key] = struct{}{}
+	} else {
+		delete(q.marked, key)
+	}
+	return backfill
 }
 
 // Push queues a key that was not queued.
@@ -132,13 +135,12 @@ func (q *liveFirst) Pop() cache.ObjectName {
 	return cache.ObjectName{} // unreachable while Len > 0
 }
 
-// handledBefore tells whether a Book that an informer's initial list brings
-// may wait as backfill: only if a sync has already answered its spec
-// (status.observedGeneration is its generation). A Book created, or whose
-// spec was edited, while no controller ran is a live change that happens to
-// arrive in the list; so is one created in the moment between the process
-// start and the list's snapshot. A ConfigMap from the list always waits:
-// whether it drifted is for the sync to find out.
+// handledBefore tells whether an object that an informer's initial list
+// brings may wait as backfill. A ConfigMap may. A Book only if a sync has
+// already answered its spec (status.observedGeneration is its generation):
+// a Book created, or whose spec was edited, while no controller ran is a
+// live change that happens to arrive in the list; so is one created in the
+// moment between the process start and the list's snapshot.
 //
 // Gain, `go test ./test/integration/controller -run TestLiveChangeOvertakesTheBackfill -v`:
 // a Book created and one edited while the controller was down were both
@@ -146,5 +148,8 @@ func (q *liveFirst) Pop() cache.ObjectName {
 // this rule, with none. Cost: a type assertion per initial-list event.
 func handledBefore(obj any) bool {
 	book, ok := obj.(*webappv1.Book)
-	return ok && book.Generation != 0 && book.Status.ObservedGeneration == book.Generation
+	if !ok {
+		return true
+	}
+	return book.Generation != 0 && book.Status.ObservedGeneration == book.Generation
 }

@@ -29,6 +29,15 @@ func get(t *testing.T, c *Controller) cache.ObjectName {
 	return key
 }
 
+// enqueueListed queues key as the handlers do for an object of an
+// informer's initial list with nothing new to answer.
+func enqueueListed(c *Controller, key cache.ObjectName) {
+	c.enqueue(HandlerEvent{Key: key, InitialList: true}, nil)
+}
+
+// enqueueLive queues key as the handlers do for a live change.
+func enqueueLive(c *Controller, key cache.ObjectName) { c.enqueue(HandlerEvent{Key: key}, nil) }
+
 // TestLiveChangesOvertakeTheInitialList: keys of the informers' initial
 // list wait behind every live change, in their own order; a listed key that
 // a live change touches moves to the live line.
@@ -36,11 +45,11 @@ func TestLiveChangesOvertakeTheInitialList(t *testing.T) {
 	f := newFixture(t, Options{})
 	listed := backfillKeys(100)
 	for _, k := range listed {
-		f.c.enqueueFrom(k, true)
+		enqueueListed(f.c, k)
 	}
-	f.c.enqueue(bookKey("new"))
-	f.c.enqueue(listed[50]) // edited while it waits as backfill
-	f.c.enqueueFrom(listed[10], true)
+	enqueueLive(f.c, bookKey("new"))
+	enqueueLive(f.c, listed[50]) // edited while it waits as backfill
+	enqueueListed(f.c, listed[10])
 	if n := f.c.queue.Len(); n != 101 {
 		t.Fatalf("queue length: got %d, want 101 (each key once)", n)
 	}
@@ -71,10 +80,10 @@ func TestLiveFirstKeepsTheQueueGuarantees(t *testing.T) {
 	f := newFixture(t, Options{RateLimiter: fastRateLimiter()})
 	listed := backfillKeys(3)
 	for _, k := range listed {
-		f.c.enqueueFrom(k, true)
+		enqueueListed(f.c, k)
 	}
 	key, _ := f.c.queue.Get()
-	f.c.enqueueFrom(key, true) // its own initial-list event, while it is synced
+	enqueueListed(f.c, key) // its own initial-list event, while it is synced
 	if n := f.c.queue.Len(); n != 2 {
 		t.Errorf("queue length while the key is processed: got %d, want 2", n)
 	}
@@ -87,7 +96,7 @@ func TestLiveFirstKeepsTheQueueGuarantees(t *testing.T) {
 	}
 
 	for _, k := range listed {
-		f.c.enqueueFrom(k, true)
+		enqueueListed(f.c, k)
 	}
 	f.c.queue.AddRateLimited(bookKey("failed"))
 	// The retry arrives through the delaying queue after its backoff.
@@ -100,12 +109,12 @@ func TestLiveFirstKeepsTheQueueGuarantees(t *testing.T) {
 // TestFIFOQueueKeepsArrivalOrder: with the layer off, the initial list
 // comes first, as in client-go's default queue.
 func TestFIFOQueueKeepsArrivalOrder(t *testing.T) {
-	f := newFixture(t, Options{FIFOQueue: true})
+	f := newFixture(t, Options{Off: Layers{LiveFirst: true}})
 	listed := backfillKeys(3)
 	for _, k := range listed {
-		f.c.enqueueFrom(k, true)
+		enqueueListed(f.c, k)
 	}
-	f.c.enqueue(bookKey("new"))
+	enqueueLive(f.c, bookKey("new"))
 	if k := get(t, f.c); k != listed[0] {
 		t.Errorf("first key: got %v, want %v (arrival order)", k, listed[0])
 	}
@@ -141,7 +150,7 @@ func TestListedBookWithAnUnansweredSpecIsLive(t *testing.T) {
 	for i := range 3 {
 		h.OnAdd(withReadyStatus(newBook(fmt.Sprintf("listed-%03d", i), 1, "T", 1), time.Now()), true)
 	}
-	drifted, _ := f.c.configMaps.transform(ownConfigMap(newBook("drifted", 1, "T", 1)))
+	drifted := f.c.cachedForm(ownConfigMap(newBook("drifted", 1, "T", 1)))
 	f.c.configMapEventHandler().OnAdd(drifted, true)
 	edited := withReadyStatus(newBook("edited", 1, "T", 1), time.Now())
 	edited.Generation = 2

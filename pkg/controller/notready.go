@@ -13,21 +13,24 @@ import (
 	"ydzs.io/book-controller/pkg/metrics"
 )
 
-// notReadyBooks knows since when each Book that is not Ready has been so,
-// for the alert on Books that stay not Ready
+// notReadyBooks is a layer (Options.Off.NotReadyGauge turns it off) that
+// buys an alert rather than speed: it knows since when each Book that is
+// not Ready has been so, for the alert on Books that stay not Ready
 // (book_controller_not_ready_since_timestamp_seconds,
-// manifests/components/prometheus). A Book's time is its Ready=False
-// condition's lastTransitionTime, or its creation if it has no Ready
-// condition yet, so the figure survives restarts and failovers: the initial
-// list syncs every Book again. Whatever the reason, and however the sync
-// ends, the Book's status as the API server holds it is what counts.
+// manifests/components/prometheus; its promtool tests: make test-alerts).
+// It reads every Book event (handlers.go), so what counts is the Book's
+// status as the API server holds it, whatever the reason and however the
+// sync ended. A Book's time is its Ready=False condition's
+// lastTransitionTime, or its creation if it has no Ready condition yet, so
+// the figure survives restarts and failovers: the informer's initial list
+// brings every Book again.
 //
 // One process can run several controllers (one per shard held), each with
 // its own tracker; the gauges are over the trackers of the controllers
 // running (running, below), so a shard given up takes its Books with it.
 //
 // Cost: an entry (about 100 B) per Book that is not Ready, none for Ready
-// ones; a lock and a map lookup per sync. Recomputing the oldest time is
+// ones; a lock and a map lookup per Book event. Recomputing the oldest time is
 // O(not Ready Books), and only happens when the oldest one leaves.
 type notReadyBooks struct {
 	mu     sync.Mutex // guards since and oldest; held by workers for one map operation
@@ -67,10 +70,18 @@ func (n *notReadyBooks) stop() {
 	export()
 }
 
-// observe records the Book's readiness from its status.
-func (n *notReadyBooks) observe(key cache.ObjectName, book *webappv1.Book) {
+// bookChanged records the readiness of a Book from its status, or forgets
+// a Book deleted or being deleted.
+func (n *notReadyBooks) bookChanged(obj any, deleted bool) {
+	book, ok := obj.(*webappv1.Book)
+	if !ok {
+		return
+	}
+	key := cache.MetaObjectToName(book)
 	ready := meta.FindStatusCondition(book.Status.Conditions, ConditionReady)
 	switch {
+	case deleted || book.DeletionTimestamp != nil:
+		n.forget(key)
 	case ready != nil && ready.Status == metav1.ConditionTrue:
 		n.forget(key)
 	case ready != nil:

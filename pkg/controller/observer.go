@@ -4,8 +4,11 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
 // Observer is told, step by step, what the controller does with each Book:
@@ -132,6 +135,50 @@ const (
 	verbUpdateStatus = "update-status"
 )
 
+// observe reports a handler's decision, when there is an observer.
+func (c *Controller) observe(ev HandlerEvent) {
+	if c.observer != nil {
+		c.observer.Event(ev)
+	}
+}
+
+// observedWriter tells the observer each of our writes and its answer. New
+// wraps the sync's writer with it only when there is an observer.
+type observedWriter struct {
+	apiWriter
+	observer Observer
+}
+
+func (w observedWriter) createConfigMap(ctx context.Context, book *webappv1.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	start := time.Now()
+	created, err := w.apiWriter.createConfigMap(ctx, book, cm)
+	w.wrote(book, configMapsResource, verbCreate, created, err, start)
+	return created, err
+}
+
+func (w observedWriter) updateConfigMap(ctx context.Context, book *webappv1.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	start := time.Now()
+	updated, err := w.apiWriter.updateConfigMap(ctx, book, cm)
+	w.wrote(book, configMapsResource, verbUpdate, updated, err, start)
+	return updated, err
+}
+
+func (w observedWriter) updateStatus(ctx context.Context, book *webappv1.Book) (*webappv1.Book, error) {
+	start := time.Now()
+	updated, err := w.apiWriter.updateStatus(ctx, book)
+	w.wrote(book, booksResource, verbUpdateStatus, updated, err, start)
+	return updated, err
+}
+
+func (w observedWriter) wrote(book *webappv1.Book, r resource, verb string, obj object, err error, start time.Time) {
+	rv := ""
+	if err == nil {
+		rv = obj.GetResourceVersion()
+	}
+	w.observer.Wrote(APIWrite{Key: cache.MetaObjectToName(book), Resource: r.String(), Verb: verb,
+		ResourceVersion: rv, Err: err, Duration: time.Since(start)})
+}
+
 // observingRateLimiter tells the observer each backoff the queue's rate
 // limiter hands out. New installs it only when there is an observer.
 type observingRateLimiter struct {
@@ -155,15 +202,4 @@ func (c *Controller) observeRelists(informer cache.SharedIndexInformer, name Inf
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 		obs.Relist(name, err)
 	})
-}
-
-// observe reports a handler's decision, when there is an observer; backfill
-// says that the handler queued the key as backfill.
-func (c *Controller) observe(informer Informer, typ EventType, initial, backfill bool, key cache.ObjectName, rv string, d Decision) {
-	if c.observer == nil {
-		return
-	}
-	backfill = backfill && d == DecisionEnqueued && c.order != nil
-	c.observer.Event(HandlerEvent{Informer: informer, Type: typ, InitialList: initial, Backfill: backfill,
-		Key: key, ResourceVersion: rv, Decision: d})
 }

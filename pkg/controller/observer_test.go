@@ -39,11 +39,11 @@ func (o *recordingObserver) Backoff(_ cache.ObjectName, d time.Duration) {
 // The observer hears which line of the live-first queue each key joins:
 // an initial list's converged Book waits as backfill, one whose spec no
 // sync has answered and an edit are live; with the
-// arrival order (FIFOQueue) nothing is backfill.
+// arrival order (Off.LiveFirst) nothing is backfill.
 func TestObserverTellsBackfillFromLive(t *testing.T) {
 	for _, fifo := range []bool{false, true} {
 		obs := &recordingObserver{}
-		f := newFixture(t, Options{Observer: obs, FIFOQueue: fifo})
+		f := newFixture(t, Options{Observer: obs, Off: Layers{LiveFirst: fifo}})
 		old := withRV(withReadyStatus(newBook("listed", 1, "T", 1), time.Now()), "10")
 		f.c.bookEventHandler().OnAdd(old, true)
 		f.c.bookEventHandler().OnAdd(newBook("unanswered", 1, "T", 1), true)
@@ -62,13 +62,13 @@ func TestObserverTellsBackfillFromLive(t *testing.T) {
 			{EventUpdate, DecisionEnqueued, false, false, "listed"},
 		}
 		if len(obs.events) != len(want) {
-			t.Fatalf("FIFOQueue=%v: %d events observed, want %d: %+v", fifo, len(obs.events), len(want), obs.events)
+			t.Fatalf("Off.LiveFirst=%v: %d events observed, want %d: %+v", fifo, len(obs.events), len(want), obs.events)
 		}
 		for i, w := range want {
 			e := obs.events[i]
 			if e.Type != w.typ || e.Decision != w.decision || e.InitialList != w.initial || e.Backfill != w.backfill ||
 				e.Key != bookKey(w.key) || e.Informer != BooksInformer {
-				t.Errorf("FIFOQueue=%v, event %d: got %+v, want %+v", fifo, i, e, w)
+				t.Errorf("Off.LiveFirst=%v, event %d: got %+v, want %+v", fifo, i, e, w)
 			}
 		}
 	}

@@ -28,14 +28,14 @@ func releases(w *ownWrites) *int {
 
 func expectCachesReady(t *testing.T, s *ownWrites, key cache.ObjectName) {
 	t.Helper()
-	if err := s.CacheBehind(key); err != nil {
+	if err := s.cacheBehind(key); err != nil {
 		t.Fatalf("CacheBehind(%v): %v, want ready", key, err)
 	}
 }
 
 func expectCachesStale(t *testing.T, s *ownWrites, key cache.ObjectName, resource resource, written, read string) {
 	t.Helper()
-	err := s.CacheBehind(key)
+	err := s.cacheBehind(key)
 	var stale *staleCacheError
 	if !errors.As(err, &stale) {
 		t.Fatalf("CacheBehind(%v): %v, want a *staleCacheError", key, err)
@@ -111,9 +111,9 @@ func TestOwnWritesKeysByBookAndUID(t *testing.T) {
 	configMaps.Bookmark("12")
 	expectCachesReady(t, s, demo)
 
-	// Forget drops the record: the Book is gone.
+	// Other Books' records are their own.
 	expectCachesStale(t, s, other, booksResource, "11", "1")
-	s.Forget(other)
+	books.Bookmark("11")
 	expectCachesReady(t, s, other)
 }
 
@@ -159,9 +159,8 @@ func TestOwnWritesConcurrentUse(t *testing.T) {
 			for rv := 1; rv <= 100; rv++ {
 				s.wrote(key, uid, configMapsResource, fmt.Sprint(rv))
 				s.wrote(key, uid, booksResource, fmt.Sprint(rv))
-				_ = s.CacheBehind(key)
+				_ = s.cacheBehind(key)
 			}
-			s.Forget(key)
 		})
 	}
 	for rv := 1; rv <= 100; rv++ {
@@ -180,16 +179,16 @@ func TestEchoOfOwnWritesEndsTheRecord(t *testing.T) {
 	s.wrote(key, "uid-demo", configMapsResource, "101")
 	s.wrote(key, "uid-demo", booksResource, "102")
 
-	if s.IsEcho(key, booksResource, "101") {
+	if s.isEcho(key, booksResource, "101") {
 		t.Error("a Book event at the ConfigMap's resourceVersion counted as the echo of our status write")
 	}
-	if !s.IsEcho(key, booksResource, "102") {
+	if !s.isEcho(key, booksResource, "102") {
 		t.Error("the Book event at our status write's resourceVersion is not taken for its echo")
 	}
 	if len(s.books) != 1 {
 		t.Fatalf("record dropped while the ConfigMap's echo is still to come: %v", s.books)
 	}
-	if !s.IsEcho(key, configMapsResource, "101") {
+	if !s.isEcho(key, configMapsResource, "101") {
 		t.Error("the ConfigMap event at our create's resourceVersion is not taken for its echo")
 	}
 	if len(s.books) != 0 {
@@ -197,7 +196,7 @@ func TestEchoOfOwnWritesEndsTheRecord(t *testing.T) {
 	}
 	// The same resourceVersion again (a relist replaying it) is no echo of
 	// anything recorded any more.
-	if s.IsEcho(key, configMapsResource, "101") {
+	if s.isEcho(key, configMapsResource, "101") {
 		t.Error("an event with no write recorded counted as an echo")
 	}
 }
@@ -209,7 +208,7 @@ func TestEchoAfterADeferredSyncRequeues(t *testing.T) {
 	s.wrote(key, "uid-demo", booksResource, "10")
 	expectCachesStale(t, s, key, booksResource, "10", "5") // the sync is deferred
 
-	if s.IsEcho(key, booksResource, "10") {
+	if s.isEcho(key, booksResource, "10") {
 		t.Error("the echo a deferred sync waits for was swallowed; the Book would never sync again")
 	}
 	if len(s.books) != 0 {
@@ -238,7 +237,7 @@ func TestEventsDuringAWriteAreJudgedWhenItEnds(t *testing.T) {
 			released := releases(s)
 			s.begin(key, "uid-demo", booksResource)
 			for _, rv := range tt.events {
-				if !s.IsEcho(key, booksResource, rv) {
+				if !s.isEcho(key, booksResource, rv) {
 					t.Errorf("event at %s during the write was not held back", rv)
 				}
 			}
@@ -251,12 +250,12 @@ func TestEventsDuringAWriteAreJudgedWhenItEnds(t *testing.T) {
 				t.Errorf("Book released to the queue %d times, want requeue %v", *released, tt.wantRequeue)
 			}
 			// Nothing is held back once the write has ended.
-			if s.IsEcho(key, booksResource, "99") {
+			if s.isEcho(key, booksResource, "99") {
 				t.Error("an event after the write ended was held back")
 			}
 			// Only a write whose echo has not been heard is waited for.
 			books.Bookmark("1")
-			err := s.CacheBehind(key)
+			err := s.cacheBehind(key)
 			echoHeard := len(tt.events) == 1 && tt.events[0] == tt.writtenAt
 			if waits := err != nil; waits != (!tt.failed && !echoHeard) {
 				t.Errorf("CacheBehind = %v with the store behind", err)

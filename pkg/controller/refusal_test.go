@@ -228,25 +228,25 @@ func TestNotReadyBooksTimesTheOldest(t *testing.T) {
 			t.Errorf("not_ready_since: got %v, want %v", got, want)
 		}
 	}
-	n.observe(cache.MetaObjectToName(ready), ready)
+	n.bookChanged(ready, false)
 	expect(0, time.Time{})
-	n.observe(cache.MetaObjectToName(created), created)
+	n.bookChanged(created, false)
 	expect(1, t0.Add(time.Minute))
-	n.observe(cache.MetaObjectToName(refused), refused)
+	n.bookChanged(refused, false)
 	expect(2, t0)
 	refused.Status = computeStatus(refused, readyCondition(refused), t0.Add(2*time.Minute))
-	n.observe(cache.MetaObjectToName(refused), refused)
+	n.bookChanged(refused, false)
 	expect(1, t0.Add(time.Minute))
-	n.forget(cache.MetaObjectToName(created))
+	n.bookChanged(created, true) // deleted
 	expect(0, time.Time{})
 
 	// A second controller in the process (another shard held): the gauges
 	// are over both, and a controller that stops takes its Books with it.
 	other := newNotReadyBooks()
 	other.start()
-	n.observe(cache.MetaObjectToName(created), created)
+	n.bookChanged(created, false)
 	elsewhere := refused2(t)
-	other.observe(cache.MetaObjectToName(elsewhere), elsewhere)
+	other.bookChanged(elsewhere, false)
 	expect(2, t0)
 	other.stop()
 	expect(1, t0.Add(time.Minute))
@@ -261,12 +261,14 @@ func refused2(t *testing.T) *webappv1.Book {
 	return b
 }
 
-// TestSyncFeedsTheNotReadyFigures: a refused Book counts as not Ready from
-// the sync that writes its status, and stops counting when it is Ready.
-func TestSyncFeedsTheNotReadyFigures(t *testing.T) {
+// TestBookEventsFeedTheNotReadyFigures: a refused Book counts as not Ready
+// from the event that brings its status write back (our own write's echo,
+// which queues nothing), and stops counting when it is Ready.
+func TestBookEventsFeedTheNotReadyFigures(t *testing.T) {
 	f := newFixture(t, Options{}, newBook("demo", 1, "T", 1))
-	f.c.notReady.start() // as Run does
-	defer f.c.notReady.stop()
+	f.c.readiness.start() // as Run does
+	defer f.c.readiness.stop()
+	h := f.c.bookEventHandler()
 	var refusing atomic.Bool
 	refusing.Store(true)
 	f.kubeClient.PrependReactor("create", "configmaps", func(core.Action) (bool, runtime.Object, error) {
@@ -276,6 +278,8 @@ func TestSyncFeedsTheNotReadyFigures(t *testing.T) {
 		return false, nil, nil
 	})
 	_ = f.sync("demo")
+	before := f.feedBackBook("demo")
+	h.OnUpdate(newBook("demo", 1, "T", 1), before)
 	if got := testutil.ToFloat64(metrics.BooksNotReady); got != 1 {
 		t.Errorf("books_not_ready after the refusal: got %v, want 1", got)
 	}
@@ -283,8 +287,8 @@ func TestSyncFeedsTheNotReadyFigures(t *testing.T) {
 		t.Errorf("not_ready_since: got %v, want the refusal's transition %v", got, t0.Unix())
 	}
 	refusing.Store(false)
-	f.feedBackBook("demo")
 	f.mustSync("demo")
+	h.OnUpdate(before, f.feedBackBook("demo"))
 	if got := testutil.ToFloat64(metrics.BooksNotReady); got != 0 {
 		t.Errorf("books_not_ready once Ready: got %v, want 0", got)
 	}

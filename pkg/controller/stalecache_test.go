@@ -80,7 +80,7 @@ func TestSyncWaitsForCacheToShowOwnConfigMap(t *testing.T) {
 	f.clearActions()
 	f.mustSync("demo")
 	f.expectNoWrites()
-	if err := f.c.ownWrites.CacheBehind(bookKey("demo")); err != nil {
+	if err := f.c.ownWrites.cacheBehind(bookKey("demo")); err != nil {
 		t.Fatalf("the ConfigMap's add event did not end the wait: %v", err)
 	}
 

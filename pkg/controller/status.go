@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
@@ -87,14 +88,13 @@ func conflictCondition(book *webappv1.Book) metav1.Condition {
 
 // earlierBookCondition is the Ready condition of a Book whose ConfigMap name
 // is held by the ConfigMap of a deleted Book of the same name.
-func earlierBookCondition(book *webappv1.Book, cm *cachedConfigMap) metav1.Condition {
-	uid := cm.controller.uid
+func earlierBookCondition(book *webappv1.Book, earlierUID types.UID) metav1.Condition {
 	return metav1.Condition{
 		Type:   ConditionReady,
 		Status: metav1.ConditionFalse,
 		Reason: ReasonConfigMapOfEarlierBook,
 		Message: fmt.Sprintf("ConfigMap %s belongs to an earlier Book %s (UID %s) that no longer exists; "+
-			"waiting for the garbage collector to delete it", cm.name, book.Name, uid),
+			"waiting for the garbage collector to delete it", book.Name, book.Name, earlierUID),
 		ObservedGeneration: book.Generation,
 	}
 }

@@ -15,27 +15,24 @@ import (
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
-// FieldManager names this controller in managedFields of what it writes.
-const FieldManager = "book-controller"
-
 // syncBook is the syncHandler, controller-runtime's Reconcile: it makes the
 // cluster match one Book's spec, in the order of sample-controller's
 // syncHandler: the Book from the lister, the desired ConfigMap, create or
-// repair, then the status. It reads only from the informer caches, copies
-// before it changes anything, and writes only where the cluster differs, so
-// running it again on a converged Book makes no API calls at all. Its
-// Result and error go to the worker loop, which alone decides what the
-// queue does with the key (controller.go, reconcileHandler).
+// repair, then the status. It reads the Book and its ConfigMap from the
+// informer caches, copies before it changes anything, and writes only where
+// the cluster differs, so running it again on a converged Book makes no API
+// calls at all. Only a repair reads the ConfigMap from the API server too
+// (repairConfigMap). Its Result and error go to the worker loop, which
+// alone decides what the queue does with the key (controller.go,
+// reconcileHandler).
 func (c *Controller) syncBook(ctx context.Context, key cache.ObjectName) (Result, error) {
 	// Before reading the caches: once they have reached our last writes,
 	// whatever is read next is at least that new.
-	if err := c.ownWrites.CacheBehind(key); err != nil {
+	if err := c.ownWrites.cacheBehind(key); err != nil {
 		return c.waitForCache(ctx, key, err), nil
 	}
 	book, err := c.booksLister.Books(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
-		c.ownWrites.Forget(key)
-		c.notReady.forget(key)
 		// The garbage collector deletes the ConfigMap through its owner reference.
 		klog.FromContext(ctx).V(4).Info("Book is gone; nothing to do", "book", key)
 		return Result{}, nil
@@ -44,10 +41,8 @@ func (c *Controller) syncBook(ctx context.Context, key cache.ObjectName) (Result
 		return Result{}, fmt.Errorf("reading Book %s from cache: %w", key, err)
 	}
 	if book.DeletionTimestamp != nil {
-		c.notReady.forget(key)
 		return Result{}, nil
 	}
-	c.notReady.observe(key, book)
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "book", klog.KObj(book))
 	ctx = klog.NewContext(ctx, logger)
 
@@ -128,36 +123,12 @@ func (c *Controller) syncConfigMap(ctx context.Context, book *webappv1.Book) (me
 	return c.repairConfigMap(ctx, book, desired)
 }
 
-// judgeConfigMap says what an existing ConfigMap of the Book's name means
-// for it: the Ready condition when there is nothing to write, or repair when
-// the Book controls the ConfigMap and it differs from the desired one. A
-// ConfigMap the Book does not control is never modified.
-func judgeConfigMap(book *webappv1.Book, observed *cachedConfigMap, desired *corev1.ConfigMap) (ready metav1.Condition, repair bool, err error) {
-	switch {
-	case controlledByEarlierBook(observed, book):
-		// Not a conflict: the garbage collector is on its way, and the
-		// ConfigMap's delete event brings the Book back.
-		return earlierBookCondition(book, observed), false, nil
-	case !observed.controlledBy(book.UID):
-		return conflictCondition(book), false, nil
-	case observed.deleting:
-		// Held by somebody's finalizer: a write would go with it. Its
-		// delete event requeues the Book to create it anew.
-		return deletingCondition(book), false, nil
-	case configMapUpToDate(observed, desired):
-		return readyCondition(book), false, nil
-	}
-	return metav1.Condition{}, true, nil
-}
-
 // createConfigMap creates the desired ConfigMap. The cache only holds
 // ConfigMaps with our label, so "not in the cache" can still mean "exists":
 // somebody else's, or ours with the label removed. The server's AlreadyExists
 // answer tells, and the repair's live read shows whose it is.
 func (c *Controller) createConfigMap(ctx context.Context, book *webappv1.Book, desired *corev1.ConfigMap) (metav1.Condition, error) {
-	created, err := ownWrite(c.ownWrites, book, configMapsResource, verbCreate, func() (*corev1.ConfigMap, error) {
-		return c.kubeClient.CoreV1().ConfigMaps(book.Namespace).Create(ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
-	})
+	created, err := c.writes.createConfigMap(ctx, book, desired)
 	if apierrors.IsAlreadyExists(err) {
 		return c.repairConfigMap(ctx, book, desired)
 	}
@@ -171,24 +142,23 @@ func (c *Controller) createConfigMap(ctx context.Context, book *webappv1.Book, d
 }
 
 // repairConfigMap puts the desired data and labels back into the Book's
-// ConfigMap. The cache keeps only part of a ConfigMap (configmapcache.go),
-// and an update replaces the whole object, so the ConfigMap is read whole
-// from the API server first and judged again as it is now; its
-// resourceVersion makes the update fail with a conflict if anyone writes in
-// between. A repair follows somebody else's edit, so the extra read is rare.
+// ConfigMap. It reads the ConfigMap whole from the API server first and
+// judges it again as it is now: the cache may keep only part of it (the
+// projection layer), and after an AlreadyExists it holds nothing of it at
+// all (the ConfigMap lacks our label). An update replaces the whole object,
+// and the resourceVersion read makes it fail with a conflict if anyone
+// writes in between. A repair follows somebody else's edit, so the extra
+// read is rare.
 func (c *Controller) repairConfigMap(ctx context.Context, book *webappv1.Book, desired *corev1.ConfigMap) (metav1.Condition, error) {
-	client := c.kubeClient.CoreV1().ConfigMaps(book.Namespace)
-	live, err := client.Get(ctx, desired.Name, metav1.GetOptions{})
+	live, err := c.kubeClient.CoreV1().ConfigMaps(book.Namespace).Get(ctx, desired.Name, metav1.GetOptions{})
 	if err != nil {
 		// NotFound too: the delete event on its way requeues the Book.
 		return metav1.Condition{}, fmt.Errorf("reading ConfigMap %s to repair it: %w", klog.KObj(desired), err)
 	}
-	if ready, repair, err := judgeConfigMap(book, projectConfigMap(live), desired); !repair {
+	if ready, repair, err := judgeConfigMap(book, (*wholeConfigMap)(live), desired); !repair {
 		return ready, err
 	}
-	updated, err := ownWrite(c.ownWrites, book, configMapsResource, verbUpdate, func() (*corev1.ConfigMap, error) {
-		return client.Update(ctx, repairedConfigMap(live, desired), metav1.UpdateOptions{FieldManager: FieldManager})
-	})
+	updated, err := c.writes.updateConfigMap(ctx, book, repairedConfigMap(live, desired))
 	if err != nil {
 		return metav1.Condition{}, fmt.Errorf("updating ConfigMap %s: %w", klog.KObj(desired), err)
 	}
@@ -207,14 +177,9 @@ func (c *Controller) syncStatus(ctx context.Context, book *webappv1.Book, ready 
 	}
 	updated := book.DeepCopy()
 	updated.Status = status
-	_, err := ownWrite(c.ownWrites, book, booksResource, verbUpdateStatus, func() (*webappv1.Book, error) {
-		return c.bookClient.WebappV1().Books(book.Namespace).UpdateStatus(ctx, updated,
-			metav1.UpdateOptions{FieldManager: FieldManager})
-	})
-	if err != nil {
+	if _, err := c.writes.updateStatus(ctx, updated); err != nil {
 		return fmt.Errorf("updating status of Book %s: %w", klog.KObj(book), err)
 	}
-	c.notReady.observe(cache.MetaObjectToName(book), updated)
 	klog.FromContext(ctx).V(2).Info("Updated status", "ready", ready.Status, "reason", ready.Reason)
 
 	// Warn once per episode, when the Book enters the trouble, not on every

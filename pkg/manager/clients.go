@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/connrotation"
 
+	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	"ydzs.io/book-controller/pkg/leader"
 	"ydzs.io/book-controller/pkg/watchdecode"
@@ -43,8 +44,9 @@ type clients struct {
 }
 
 // newClients builds the clients that read, and the Lease client, from cfg,
-// with the user agent ua.
-func newClients(cfg *rest.Config, ua string) (*clients, error) {
+// with the user agent ua; the Book informer's client decodes with
+// pkg/watchdecode unless off.WatchDecode.
+func newClients(cfg *rest.Config, ua string, off controller.Layers) (*clients, error) {
 	base := rest.CopyConfig(cfg)
 	base.UserAgent = ua
 	c := &clients{base: base, others: trackedDialer(base.Dial)}
@@ -54,10 +56,15 @@ func newClients(cfg *rest.Config, ua string) (*clients, error) {
 	if c.kubeReads, err = kubernetes.NewForConfig(coreTypesConfig(reading)); err != nil {
 		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
 	}
+	newBookClient := func(cfg *rest.Config) (versioned.Interface, error) { return versioned.NewForConfig(cfg) }
+	// fork:begin watchdecode
 	// An optimization layer: the client that fills the Book cache decodes
-	// its watch stream in one pass per Book (pkg/watchdecode). The classic
-	// loop's is versioned.NewForConfig(reading), as the writers' below.
-	if c.bookReads, err = watchdecode.NewClientset(reading); err != nil {
+	// its watch stream in one pass per Book (pkg/watchdecode).
+	if !off.WatchDecode {
+		newBookClient = watchdecode.NewClientset
+	}
+	// fork:end watchdecode
+	if c.bookReads, err = newBookClient(reading); err != nil {
 		return nil, fmt.Errorf("creating Book client: %w", err)
 	}
 	if c.leases, err = coordinationv1client.NewForConfig(coreTypesConfig(reading)); err != nil {

@@ -216,7 +216,7 @@ func (m *manager) connect(context.Context) error {
 	m.metrics = newManagerMetrics()
 	m.eventLimiter = eventLimiter(m.cfg.EventQPS, m.cfg.EventBurst)
 	le := m.cfg.LeaderElection
-	c, err := newClients(m.cfg.RESTConfig, userAgent(m.cfg.RESTConfig.UserAgent, le.Identity))
+	c, err := newClients(m.cfg.RESTConfig, userAgent(m.cfg.RESTConfig.UserAgent, le.Identity), m.cfg.Controller.Off)
 	if err != nil {
 		return err
 	}
@@ -367,7 +367,8 @@ func (m *manager) startInformers(context.Context) error {
 func (m *manager) work(ctx context.Context) error {
 	le := m.cfg.LeaderElection
 	klog.FromContext(ctx).Info("Starting Book controller", "namespace", namespaceOrAll(m.cfg.Namespace),
-		"workers", m.cfg.Workers, "leaderElection", le.Enabled, "identity", le.Identity)
+		"workers", m.cfg.Workers, "leaderElection", le.Enabled, "identity", le.Identity,
+		"layersOff", m.cfg.Controller.Off.Names())
 	if m.elector == nil {
 		return m.stack.Run(ctx)
 	}
@@ -380,7 +381,7 @@ func (m *manager) workShards(ctx context.Context) error {
 	le := m.cfg.LeaderElection
 	klog.FromContext(ctx).Info("Starting Book controller", "namespace", namespaceOrAll(m.cfg.Namespace),
 		"workers", m.cfg.Workers, "shards", m.cfg.Shards, "leaderElection", le.Enabled, "identity", le.Identity,
-		"leases", le.Namespace+"/"+shard.LeaseName(le.ID, 0)+"..")
+		"leases", le.Namespace+"/"+shard.LeaseName(le.ID, 0)+"..", "layersOff", m.cfg.Controller.Off.Names())
 	return m.replica.Run(ctx)
 }
 

@@ -3,7 +3,8 @@
 // start and every failover fills that cache with a streaming list, in which
 // each Book arrives as a watch event, so this decoding is most of what a
 // replica does while it starts. The classic loop uses the generated client
-// as it comes; skip this package and only the CPU changes.
+// as it comes, which is what --disable-layers=watch-decode does (in
+// pkg/manager); without this package only the CPU changes.
 //
 // Why: client-go reads a JSON watch event five times. Its framer parses the
 // event to find where it ends; the envelope, {"type": ..., "object": ...},
@@ -14,7 +15,8 @@
 // follows strings and nesting, and the object is parsed once, straight into
 // a Book, with the library client-go uses (sigs.k8s.io/json, case-sensitive).
 // Whatever is not a Book event, a Status in an ERROR event, a list or an
-// envelope the scan does not recognize, goes to client-go's decoder.
+// envelope the scan does not recognize, goes to client-go's decoder, and
+// is counted in book_controller_watch_decode_fallbacks_total (fallback.go).
 // Malformed input still ends in an error. The wording of that error can
 // differ from client-go's, because the object may be the part that fails to
 // parse.
@@ -113,11 +115,13 @@ func (s serializer) Decode(data []byte, defaults *schema.GroupVersionKind, into 
 			gvk := watchEventGVK
 			return into, &gvk, nil
 		}
+		fellBack(fallbackFraming, data)
 	case nil:
 		if book := decodeBook(data); book != nil {
 			gvk := bookGVK
 			return book, &gvk, nil
 		}
+		fellBack(fallbackDecoding, data)
 	}
 	return s.Serializer.Decode(data, defaults, into)
 }

@@ -422,6 +422,7 @@ func startBinary(t *testing.T, name, ns string, args ...string) *framework.Proce
 	t.Helper()
 	base := []string{"--kubeconfig", env.Cluster.KubeconfigPath(), "--namespace", ns,
 		"--health-probe-bind-address", "0", "-v=2"}
+	base = append(base, framework.LayerArgs()...)
 	return framework.StartProcess(t, name, binary, append(base, args...)...)
 }
 

@@ -17,12 +17,35 @@ import (
 // Go's HTTP/2 transport keeps only one of the connections it dials for
 // requests that found none open. The workers and the Events in flight stay
 // below kube-apiserver's default limit of 100 streams per connection, over
-// which the transport dials more whatever the controller does.
+// which the transport dials more whatever the controller does. This is the
+// connection warm-up layer's work (pkg/controller/connections.go); the
+// test also runs without it and logs what that dials, the layer's gain.
 func TestABacklogOpensOneConnectionPerClient(t *testing.T) {
 	t.Parallel()
-	const n, workers = 256, 64
+	for _, warmUp := range []bool{true, false} {
+		t.Run(fmt.Sprintf("warm-up=%v", warmUp), func(t *testing.T) {
+			t.Parallel()
+			dials := backlogDials(t, warmUp)
+			t.Logf("the controller dialled the API server %d times for a %d-Book backlog with %d workers, connection warm-up %v",
+				dials, backlogBooks, backlogWorkers, warmUp)
+			// The clients that dial without leader election or metrics: the
+			// informers' two (ConfigMaps, Books) and the workers' two
+			// (ConfigMaps and Events, Books). One more is allowed for a
+			// connection the server closed and that was dialled again.
+			if limit := int32(5); warmUp && dials > limit {
+				t.Errorf("dialled %d times; want at most %d (one connection per client)", dials, limit)
+			}
+		})
+	}
+}
+
+const backlogBooks, backlogWorkers = 256, 64
+
+// backlogDials runs a controller over a fresh backlog and returns how many
+// connections it dialled by the time every Book was Ready.
+func backlogDials(t *testing.T, warmUp bool) int32 {
 	ns := env.Namespace(t)
-	createBooks(t, ns, n)
+	createBooks(t, ns, backlogBooks)
 
 	cfg := env.ControllerServiceAccountConfig(t)
 	var dials atomic.Int32
@@ -31,15 +54,13 @@ func TestABacklogOpensOneConnectionPerClient(t *testing.T) {
 		dials.Add(1)
 		return dialer.DialContext(ctx, network, address)
 	}
-	env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: workers, RESTConfig: cfg,
-		EventQPS: 1, EventBurst: 1})
-	framework.Eventually(t, fmt.Sprintf("%d Books Ready", n), allReady(ns, n))
-
-	// The clients that dial without leader election or metrics: the
-	// informers' two (ConfigMaps, Books) and the workers' two (ConfigMaps
-	// and Events, Books). One more is allowed for a connection the server
-	// closed and that was dialled again.
-	if got, limit := dials.Load(), int32(5); got > limit {
-		t.Errorf("the controller dialled the API server %d times for a %d-Book backlog with %d workers; want at most %d (one connection per client)", got, n, workers, limit)
+	opts := framework.ControllerOptions{Namespace: ns, Workers: backlogWorkers, RESTConfig: cfg, EventQPS: 1, EventBurst: 1}
+	if warmUp {
+		opts.On.ConnectionWarmUp = true
+	} else {
+		opts.Off.ConnectionWarmUp = true
 	}
+	env.StartController(t, opts)
+	framework.Eventually(t, fmt.Sprintf("%d Books Ready", backlogBooks), allReady(ns, backlogBooks))
+	return dials.Load()
 }

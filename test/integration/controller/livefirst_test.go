@@ -41,7 +41,7 @@ func TestLiveChangeOvertakesTheBackfill(t *testing.T) {
 			createdWhileDown, editedWhileDown := changeSpecsWhileDown(t, ns)
 
 			probe := framework.FreeAddr(t)
-			env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 1, ProbeAddr: probe, FIFOQueue: tc.fifo})
+			env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 1, ProbeAddr: probe, Off: controller.Layers{LiveFirst: tc.fifo}, On: controller.Layers{LiveFirst: !tc.fifo}})
 			framework.Eventually(t, "the restarted controller's caches", framework.AnswersOK(probe, "/readyz"))
 			if !tc.fifo {
 				// The list brings these two with specs no sync has answered:

@@ -26,7 +26,8 @@ func TestNotReadyFiguresFollowTheBooks(t *testing.T) {
 	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	env.StartController(t, framework.ControllerOptions{Namespace: ns, MetricsAddr: metricsAddr})
+	env.StartController(t, framework.ControllerOptions{Namespace: ns, MetricsAddr: metricsAddr,
+		On: controller.Layers{NotReadyGauge: true}})
 	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "taken", "T", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

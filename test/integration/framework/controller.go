@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/manager"
 )
 
@@ -43,8 +44,13 @@ type ControllerOptions struct {
 	// every Event.
 	EventQPS   float32
 	EventBurst int
-	// FIFOQueue turns the queue's live-first order off (controller.Options).
-	FIFOQueue bool
+	// Off turns optimization layers off (controller.Options.Off), on top of
+	// the layers the environment turns off for the whole run
+	// (BOOK_DISABLE_LAYERS, LayersOff).
+	Off controller.Layers
+	// On names the layers this controller keeps on whatever the
+	// environment says: those a test of a layer needs.
+	On controller.Layers
 }
 
 // RunningController is a controller started by StartController.
@@ -83,7 +89,7 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 		EventQPS:       opts.EventQPS,
 		EventBurst:     opts.EventBurst,
 	}
-	mc.Controller.FIFOQueue = opts.FIFOQueue
+	mc.Controller.Off = opts.layersOff()
 	mc.Controller.ConflictRecheck = opts.ConflictRecheck
 	if mc.Controller.ConflictRecheck == 0 {
 		mc.Controller.ConflictRecheck = time.Second

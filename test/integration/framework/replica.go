@@ -89,6 +89,7 @@ func (e *Env) StartReplica(t testing.TB, bin, name string, o ReplicaOptions) *Re
 		"--leader-elect-renew-deadline", o.Timings.RenewDeadline.String(),
 		"--leader-elect-retry-period", o.Timings.RetryPeriod.String(),
 		"--metrics-bind-address", r.MetricsAddr, "--health-probe-bind-address", r.ProbeAddr}...)
+	args = append(args, LayerArgs()...)
 	args = append(args, o.Args...)
 	r.Process = StartProcess(t, name, bin, args...)
 	// Look often: every test with replicas waits here for each one it starts.

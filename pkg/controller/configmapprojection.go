@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"fmt"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,18 +13,22 @@ import (
 	"ydzs.io/book-controller/pkg/shard"
 )
 
-// configMapCache is an optimization layer: the classic loop would read
-// whole ConfigMaps through a lister. The ConfigMap informer holds one entry
-// per Book, the largest thing this controller keeps, and the sync reads a
-// handful of fields of each; so the informer keeps just those, in a
-// cachedConfigMap, and a sync that must write a ConfigMap reads it whole
-// from the API server first (sync.go, repairConfigMap): 457 bytes per
-// cached ConfigMap instead of 1,509 for a whole one without managedFields
-// (`go test ./pkg/controller -run '^$' -bench CachedObjectBytes -benchtime 3x`).
-// controller-runtime's cache cannot do this: its Get copies a cached object
-// into one of the type asked for, so what it caches must be a ConfigMap, and
-// one trimmed to the same fields still costs 1,405 bytes, its two maps.
-type configMapCache struct {
+// configMapProjection is an optimization layer (Options.Off.ConfigMapProjection
+// turns it off): the classic loop caches whole ConfigMaps and reads them
+// through a lister (configmap.go, configMapLister). The ConfigMap informer
+// holds one entry per Book, the largest thing this controller keeps, and
+// the sync reads a handful of fields of each; so the informer keeps just
+// those, in a cachedConfigMap, and a sync that must write a ConfigMap reads
+// it whole from the API server first, as it does anyway (sync.go,
+// repairConfigMap).
+//
+// Gain: 457 bytes per cached ConfigMap instead of 1,509 for a whole one
+// without managedFields (`go test ./pkg/controller -run '^$' -bench
+// CachedObjectBytes -benchtime 3x`). controller-runtime's cache cannot do this: its Get
+// copies a cached object into one of the type asked for, so what it caches
+// must be a ConfigMap, and one trimmed to the same fields still costs 1,405
+// bytes, its two maps.
+type configMapProjection struct {
 	// indexer is the ConfigMap informer's store; the informer writes it,
 	// workers read it.
 	indexer cache.Indexer
@@ -33,11 +36,13 @@ type configMapCache struct {
 	books booklisters.BookLister
 }
 
-// newConfigMapCache reads the ConfigMap informer's store, whose transform
-// must be the returned cache's transform.
-func newConfigMapCache(indexer cache.Indexer, books booklisters.BookLister) *configMapCache {
-	return &configMapCache{indexer: indexer, books: books}
+// newConfigMapProjection reads the ConfigMap informer's store, whose
+// transform must be the projection's transform.
+func newConfigMapProjection(indexer cache.Indexer, books booklisters.BookLister) *configMapProjection {
+	return &configMapProjection{indexer: indexer, books: books}
 }
+
+func (c *configMapProjection) transformFunc() cache.TransformFunc { return c.transform }
 
 // transform is the ConfigMap informer's transform (New installs it): each
 // ConfigMap becomes its projection, whose strings are moreover the cached
@@ -45,7 +50,7 @@ func newConfigMapCache(indexer cache.Indexer, books booklisters.BookLister) *con
 // title); our ConfigMaps arrive after their Book, so the Book is usually
 // cached. Anything else passes unchanged; so does a value already projected,
 // as a transform may be handed its own output.
-func (c *configMapCache) transform(obj any) (any, error) {
+func (c *configMapProjection) transform(obj any) (any, error) {
 	cm, ok := obj.(*corev1.ConfigMap)
 	if !ok {
 		return obj, nil
@@ -59,14 +64,14 @@ func (c *configMapCache) transform(obj any) (any, error) {
 
 // get returns what the cache holds of the ConfigMap namespace/name, or nil
 // when it holds nothing of that name.
-func (c *configMapCache) get(namespace, name string) (*cachedConfigMap, error) {
+func (c *configMapProjection) get(namespace, name string) (observedConfigMap, error) {
 	obj, exists, err := c.indexer.GetByKey(namespace + "/" + name)
 	if err != nil || !exists {
 		return nil, err
 	}
 	v, ok := obj.(*cachedConfigMap)
 	if !ok {
-		return nil, fmt.Errorf("ConfigMap cache holds a %T for %s/%s; the informer lacks the controller's transform (controller.New installs it)", obj, namespace, name)
+		return nil, errUnexpectedObject("the ConfigMap cache, which lacks the projection's transform", obj)
 	}
 	return v, nil
 }
@@ -96,12 +101,6 @@ type cachedConfigMap struct {
 	deleting bool
 }
 
-// ownerRef is an owner reference without its two flags.
-type ownerRef struct {
-	apiVersion, kind, name string
-	uid                    types.UID
-}
-
 // projectConfigMap returns what the cache keeps of cm.
 func projectConfigMap(cm *corev1.ConfigMap) *cachedConfigMap {
 	title, hasTitle := cm.Data[TitleKey]
@@ -112,12 +111,14 @@ func projectConfigMap(cm *corev1.ConfigMap) *cachedConfigMap {
 		resourceVersion:   cm.ResourceVersion,
 		managedBy:         intern(cm.Labels[ManagedByLabel], ManagedByValue),
 		book:              intern(cm.Labels[BookLabel], cm.Name),
-		bucket:            internBucket(cm.Labels[shard.BucketLabel]),
 		title:             title,
 		price:             price,
 		onlyTitleAndPrice: hasTitle && hasPrice && len(cm.Data) == 2 && len(cm.BinaryData) == 0,
 		deleting:          cm.DeletionTimestamp != nil,
 	}
+	// fork:begin shards
+	v.bucket = internBucket(cm.Labels[shard.BucketLabel])
+	// fork:end shards
 	if ref := metav1.GetControllerOfNoCopy(cm); ref != nil {
 		v.controller = ownerRef{
 			apiVersion: intern(ref.APIVersion, bookAPIVersion),
@@ -141,6 +142,8 @@ func intern(s, same string) string {
 	return s
 }
 
+// fork:begin shards
+
 // internBucket returns shard.BucketName's string for a bucket label's
 // value, and the value itself when it names no bucket.
 func internBucket(v string) string {
@@ -154,6 +157,8 @@ func internBucket(v string) string {
 	return v
 }
 
+// fork:end shards
+
 // shareStrings replaces v's strings with the Book's equal ones, so that
 // the decoded ConfigMap's copies can be collected.
 func (v *cachedConfigMap) shareStrings(book *webappv1.Book) {
@@ -165,16 +170,48 @@ func (v *cachedConfigMap) shareStrings(book *webappv1.Book) {
 	v.title = intern(v.title, book.Spec.Title)
 }
 
+// GetNamespace, GetName and GetResourceVersion are what the event handlers
+// read of an object (handlers.go), without the allocation of GetObjectMeta.
+func (v *cachedConfigMap) GetNamespace() string       { return v.namespace }
+func (v *cachedConfigMap) GetName() string            { return v.name }
+func (v *cachedConfigMap) GetResourceVersion() string { return v.resourceVersion }
+
 // GetObjectMeta makes a cachedConfigMap a metav1.ObjectMetaAccessor, which
-// is what the informer's key function and namespace index need of what they
-// store. It allocates, on each call, an ObjectMeta with the three fields
-// they read: a few short-lived ones per watch event cost less than keeping
-// an ObjectMeta, 256 bytes, per cached ConfigMap.
+// is what the informer's key function needs of what it stores. It
+// allocates, on each call, an ObjectMeta with the three fields it reads: a
+// few short-lived ones per watch event cost less than keeping an
+// ObjectMeta, 256 bytes, per cached ConfigMap.
 func (v *cachedConfigMap) GetObjectMeta() metav1.Object {
 	return &metav1.ObjectMeta{Namespace: v.namespace, Name: v.name, ResourceVersion: v.resourceVersion}
 }
 
-// controlledBy reports whether uid is the UID of the ConfigMap's controller.
-func (v *cachedConfigMap) controlledBy(uid types.UID) bool {
-	return v.hasController && v.controller.uid == uid
+func (v *cachedConfigMap) controllerRef() (ownerRef, bool) { return v.controller, v.hasController }
+
+func (v *cachedConfigMap) isDeleting() bool { return v.deleting }
+
+func (v *cachedConfigMap) holds(desired *corev1.ConfigMap) bool {
+	if !v.onlyTitleAndPrice || v.title != desired.Data[TitleKey] || v.price != desired.Data[PriceKey] {
+		return false
+	}
+	for k, want := range desired.Labels {
+		if v.label(k) != want {
+			return false
+		}
+	}
+	return true
+}
+
+// label returns the value of one of the labels we write, "" for any other.
+func (v *cachedConfigMap) label(key string) string {
+	switch key {
+	case ManagedByLabel:
+		return v.managedBy
+	case BookLabel:
+		return v.book
+	// fork:begin shards
+	case shard.BucketLabel:
+		return v.bucket
+		// fork:end shards
+	}
+	return ""
 }

@@ -1,0 +1,45 @@
+package controller
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
+)
+
+// FieldManager names this controller in managedFields of what it writes.
+const FieldManager = "book-controller"
+
+// apiWriter makes the sync's three kinds of API write, each for the Book
+// it is made for. clientWriter makes them with the typed clients, as
+// sample-controller does; the layers that watch our writes (own writes,
+// the Observer) wrap it, so that the sync calls the same three methods
+// whichever layers are on.
+type apiWriter interface {
+	createConfigMap(ctx context.Context, book *webappv1.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error)
+	updateConfigMap(ctx context.Context, book *webappv1.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error)
+	// updateStatus writes book's status through the status subresource.
+	updateStatus(ctx context.Context, book *webappv1.Book) (*webappv1.Book, error)
+}
+
+// clientWriter writes with the typed clients.
+type clientWriter struct {
+	kube  kubernetes.Interface
+	books versioned.Interface
+}
+
+func (w clientWriter) createConfigMap(ctx context.Context, _ *webappv1.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	return w.kube.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
+}
+
+func (w clientWriter) updateConfigMap(ctx context.Context, _ *webappv1.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	return w.kube.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
+}
+
+func (w clientWriter) updateStatus(ctx context.Context, book *webappv1.Book) (*webappv1.Book, error) {
+	return w.books.WebappV1().Books(book.Namespace).UpdateStatus(ctx, book, metav1.UpdateOptions{FieldManager: FieldManager})
+}
