@@ -10,7 +10,7 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${REPO_ROOT}"
 
 MODULE=$(go list -m)
-# kube_codegen.sh comes from the code-generator version pinned in go.mod, read
+# code-generator's kube_codegen.sh comes from the version pinned in go.mod, read
 # straight from the module cache: no vendoring, no GOPATH layout.
 CODEGEN_PKG=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)
 if [[ -z "${CODEGEN_PKG}" || ! -f "${CODEGEN_PKG}/kube_codegen.sh" ]]; then

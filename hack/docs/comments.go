@@ -11,11 +11,14 @@ import (
 )
 
 // commentLine is one line of a comment: in Go code, or a "#" line of a
-// manifest, the Makefile, the Dockerfile or a script.
+// manifest, the Makefile, the Dockerfile or a script. prev is the text of
+// the comment's lines before it, where a sentence that goes on may say
+// whose a name is.
 type commentLine struct {
 	file string
 	line int
 	text string
+	prev string
 }
 
 // hashCommented tells which files' "#" lines are comments the check reads.
@@ -48,6 +51,7 @@ func (r *Repo) comments() ([]commentLine, error) {
 				return nil, fmt.Errorf("%s: %w", rel, err)
 			}
 			for _, g := range file.Comments {
+				prev := ""
 				for _, c := range g.List {
 					first := fset.Position(c.Pos()).Line
 					for i, l := range strings.Split(c.Text, "\n") {
@@ -55,7 +59,8 @@ func (r *Repo) comments() ([]commentLine, error) {
 						if directive(l) {
 							continue
 						}
-						out = append(out, commentLine{rel, first + i, l})
+						out = append(out, commentLine{rel, first + i, l, prev})
+						prev += " " + l
 					}
 				}
 			}
@@ -64,10 +69,16 @@ func (r *Repo) comments() ([]commentLine, error) {
 			if err != nil {
 				return nil, err
 			}
+			prev := ""
 			for i, l := range strings.Split(string(b), "\n") {
-				if t := strings.TrimSpace(l); strings.HasPrefix(t, "#") && !strings.HasPrefix(t, "#!") {
-					out = append(out, commentLine{rel, i + 1, t})
+				t := strings.TrimSpace(l)
+				if !strings.HasPrefix(t, "#") || strings.HasPrefix(t, "#!") {
+					prev = ""
+					continue
 				}
+				t = strings.TrimSpace(strings.TrimLeft(t, "#"))
+				out = append(out, commentLine{rel, i + 1, t, prev})
+				prev += " " + t
 			}
 		}
 	}
@@ -75,7 +86,7 @@ func (r *Repo) comments() ([]commentLine, error) {
 }
 
 // directive tells whether a comment line is an instruction to a tool
-// (+kubebuilder:…, +listType=map, go:build, nolint), not prose.
+// (kubebuilder markers, go:build, nolint), not prose.
 func directive(l string) bool {
 	return strings.HasPrefix(l, "+") || strings.HasPrefix(l, "go:") || strings.HasPrefix(l, "nolint")
 }
@@ -88,14 +99,20 @@ var (
 	// ownerBefore matches text that ends by saying whose the next name is:
 	// a possessive ("client-go's "), or an API group ("events.k8s.io ").
 	ownerBefore = regexp.MustCompile(`(?:[A-Za-z0-9.-]+['’]s|[a-z0-9-]+\.[a-z0-9.-]*[a-z])\s+$`)
+	// projectOwner matches another project's or package's possessive, whose
+	// names the rest of its sentence may list: "k8s.io/apiserver's x and
+	// y", "controller-runtime's x, y".
+	projectOwner = regexp.MustCompile(`[A-Za-z0-9]+[-./][A-Za-z0-9./-]*['’]s\s`)
+	// sentenceEnd matches the end of a sentence.
+	sentenceEnd = regexp.MustCompile(`[.!?;](\s|$)`)
 	// properNoun matches words such as gRPC or eBPF: one lower-case letter,
 	// then capitals only.
 	properNoun = regexp.MustCompile(`^[a-z][A-Z0-9]+$`)
 )
 
 // CheckComments: a comment that cites a file (a path of this repository,
-// or a bare x.go, x.md, x.sh) names one that exists, and one that cites a
-// function (a lowerCamelCase name, name(…), or pkg.Name of one of our
+// or a bare name of a Go, Markdown or shell file) names one that exists, and one that cites a
+// function (a camel-case name that starts lower-case, name(…), or pkg.Name of one of our
 // packages) names one that exists. Another project's name is written after
 // its owner ("client-go's isInInitialList") or with its path
 // (tools/metrics.Register).
@@ -109,7 +126,7 @@ func CheckComments(r *Repo) ([]Finding, error) {
 		for _, msg := range r.commentFiles(c) {
 			out = append(out, Finding{at(c.file, c.line), msg})
 		}
-		for _, msg := range r.commentNames(c.text) {
+		for _, msg := range r.commentNames(c) {
 			out = append(out, Finding{at(c.file, c.line), msg})
 		}
 	}
@@ -122,7 +139,7 @@ func (r *Repo) commentFiles(c commentLine) []string {
 	var out []string
 	dir, mod := path.Dir(c.file), r.moduleOf(c.file)
 	for _, loc := range commentWord.FindAllStringIndex(c.text, -1) {
-		if ownerBefore.MatchString(c.text[:loc[0]]) {
+		if owned(c.prev + " " + c.text[:loc[0]]) {
 			continue
 		}
 		w := strings.TrimSuffix(strings.TrimSuffix(c.text[loc[0]:loc[1]], "'s"), "’s")
@@ -140,7 +157,8 @@ func (r *Repo) commentFiles(c commentLine) []string {
 }
 
 // commentNames checks the functions and other names a comment line cites.
-func (r *Repo) commentNames(text string) []string {
+func (r *Repo) commentNames(c commentLine) []string {
+	text, mod := c.text, r.moduleOf(c.file)
 	var out []string
 	seen := map[string]bool{}
 	report := func(name, msg string) {
@@ -151,26 +169,38 @@ func (r *Repo) commentNames(text string) []string {
 	}
 	for _, loc := range commentCamel.FindAllStringIndex(text, -1) {
 		name := text[loc[0]:loc[1]]
-		if !r.idents[name] && !properNoun.MatchString(name) && standalone(text, loc) && !ownerBefore.MatchString(text[:loc[0]]) {
+		if !r.knownIn(mod, name) && !properNoun.MatchString(name) && standalone(text, loc) && !owned(c.prev+" "+text[:loc[0]]) {
 			report(name, fmt.Sprintf("the comment cites %s, which this repository's Go code does not have: fix the name, or say whose it is (client-go's %s)", name, name))
 		}
 	}
 	for _, loc := range commentCall.FindAllStringIndex(text, -1) {
 		name := text[loc[0] : loc[1]-1]
-		if !r.idents[name] && upperCamel.MatchString(name) && standalone(text, []int{loc[0], loc[1] - 1}) && !ownerBefore.MatchString(text[:loc[0]]) {
+		if !r.knownIn(mod, name) && upperCamel.MatchString(name) && standalone(text, []int{loc[0], loc[1] - 1}) && !owned(c.prev+" "+text[:loc[0]]) {
 			report(name, fmt.Sprintf("the comment cites %s(…), which this repository's Go code does not have: fix the name", name))
 		}
 	}
 	for _, loc := range commentQual.FindAllStringIndex(text, -1) {
-		if !standalone(text, loc) || ownerBefore.MatchString(text[:loc[0]]) {
+		if !standalone(text, loc) || owned(c.prev+" "+text[:loc[0]]) {
 			continue
 		}
 		pkg, name, _ := strings.Cut(text[loc[0]:loc[1]], ".")
-		if decls, ours := r.pkgDecls[pkg]; ours && !decls[name] && !r.idents[name] {
+		if decls, ours := r.pkgDecls[pkg]; ours && !decls[name] && !r.knownIn(mod, name) {
 			report(pkg+"."+name, fmt.Sprintf("the comment cites %s.%s, which package %s does not declare: fix the name", pkg, name, pkg))
 		}
 	}
 	return out
+}
+
+// owned tells whether the text before a name says whose it is: a
+// possessive right before it, or another project's earlier in its sentence.
+func owned(before string) bool {
+	if ownerBefore.MatchString(before) {
+		return true
+	}
+	if ends := sentenceEnd.FindAllStringIndex(before, -1); len(ends) > 0 {
+		before = before[ends[len(ends)-1][1]:]
+	}
+	return projectOwner.MatchString(before)
 }
 
 // standalone tells whether the match at loc is a name of its own, not part
@@ -186,7 +216,7 @@ func standalone(text string, loc []int) bool {
 			return false
 		}
 		if c := text[loc[1]]; c == '.' && loc[1]+1 < len(text) && text[loc[1]+1] >= 'a' && text[loc[1]+1] <= 'z' {
-			return false // a file name (x.go) or a host name, not a sentence's end
+			return false // a file name or a host name, not a sentence's end
 		}
 	}
 	return true
@@ -194,6 +224,6 @@ func standalone(text string, loc []int) bool {
 
 // upperCamel matches an exported name with an inner capital, such as
 // WaitForCacheSync: before "(" it names a function (lower-case names are
-// checked as lowerCamelCase words; a lone capitalised word before "(" is
+// checked as camel-case words; a lone capitalised word before "(" is
 // prose, and log2(n) is arithmetic).
 var upperCamel = regexp.MustCompile(`^[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*$`)

@@ -20,7 +20,7 @@ func generated(rel string) bool {
 
 func baseName(rel string) string { return rel[strings.LastIndexByte(rel, '/')+1:] }
 
-// camelWord matches a lowerCamelCase word: a lower-case letter, then at
+// camelWord matches a camel-case word that starts lower-case: a lower-case letter, then at
 // least one upper-case letter later on. Such a word in a comment names an
 // identifier, a field or a key.
 var camelWord = regexp.MustCompile(`\b[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*\b`)
@@ -30,7 +30,7 @@ var camelWord = regexp.MustCompile(`\b[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*\b`)
 // packages (pkg/, cmd/, not tests), its metrics and its Ready and event
 // reasons.
 func (r *Repo) loadGo() error {
-	r.idents, r.pkgDecls = map[string]bool{}, map[string]map[string]bool{}
+	r.idents, r.pkgDecls, r.modIdents = map[string]bool{}, map[string]map[string]bool{}, map[string]map[string]bool{}
 	r.Metrics, r.Reasons, r.EventReasons = map[string]string{}, map[string]string{}, map[string]string{}
 	files := make([]string, 0, len(r.files))
 	for f := range r.files {
@@ -45,7 +45,8 @@ func (r *Repo) loadGo() error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", rel, err)
 		}
-		r.indexIdents(file)
+		// hack/docs's own strings name broken things on purpose.
+		r.indexIdents(file, r.moduleOf(rel), !strings.HasPrefix(rel, "hack/docs/"))
 		r.indexDecls(file)
 		product := (strings.HasPrefix(rel, "pkg/") || strings.HasPrefix(rel, "cmd/")) &&
 			!strings.HasSuffix(rel, "_test.go") && !generated(rel)
@@ -56,6 +57,7 @@ func (r *Repo) loadGo() error {
 			r.indexReasons(fset, rel, file)
 		}
 	}
+	r.indexAPIFields()
 	return r.indexYAMLKeys()
 }
 
@@ -75,27 +77,48 @@ func (r *Repo) indexYAMLKeys() error {
 		}
 		for _, line := range strings.Split(string(b), "\n") {
 			if m := yamlKey.FindStringSubmatch(line); m != nil {
-				r.idents[m[1]] = true
+				r.addIdent("", m[1])
 			}
 		}
 	}
 	return nil
 }
 
-func (r *Repo) indexIdents(file *ast.File) {
+func (r *Repo) indexIdents(file *ast.File, mod string, strings bool) {
 	ast.Inspect(file, func(n ast.Node) bool {
 		switch x := n.(type) {
 		case *ast.Ident:
-			r.idents[x.Name] = true
+			r.addIdent(mod, x.Name)
 		case *ast.BasicLit:
-			if x.Kind == token.STRING {
+			if strings && x.Kind == token.STRING {
 				for _, w := range camelWord.FindAllString(x.Value, -1) {
-					r.idents[w] = true
+					r.addIdent(mod, w)
 				}
 			}
 		}
 		return true
 	})
+}
+
+func (r *Repo) addIdent(mod, name string) {
+	r.idents[name] = true
+	m := r.modIdents[mod]
+	if m == nil {
+		m = map[string]bool{}
+		r.modIdents[mod] = m
+	}
+	m[name] = true
+}
+
+// knownIn tells whether a comment of module mod may cite name: a name of
+// its module or of the root module, or the plural of one (prefixWriters).
+func (r *Repo) knownIn(mod, name string) bool {
+	for _, n := range []string{name, strings.TrimSuffix(name, "s")} {
+		if r.modIdents[mod][n] || r.modIdents[""][n] {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Repo) indexDecls(file *ast.File) {

@@ -231,7 +231,7 @@ func (d *mdDoc) codeSpanAt(s string, p int, lineAt []int, header []string) int {
 		} else if k >= 0 {
 			after = after[:k]
 		}
-		before := strings.ReplaceAll(s[max(0, p-40):p], "\n", " ")
+		before := strings.ReplaceAll(s[max(0, p-300):p], "\n", " ")
 		col, head := tableColumn(s, p, header)
 		d.spans = append(d.spans, codeSpan{line: lineAt[p], text: body, before: before, after: after, column: col, header: head})
 		return e + m

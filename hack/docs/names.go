@@ -141,7 +141,7 @@ func (r *Repo) metricPrefixes() map[string]bool {
 }
 
 // metricNames returns the metric names in text: words with a metric prefix,
-// not file names (x_test.go) and not prefixes (workqueue_*).
+// not file names (of Go tests) and not prefixes (workqueue_*).
 func (r *Repo) metricNames(text string, prefixes map[string]bool) []string {
 	var out []string
 	for _, loc := range metricToken.FindAllStringIndex(text, -1) {
@@ -356,7 +356,7 @@ var (
 )
 
 // CheckIdentifiers: a code span that is one Go name of this repository's
-// shape (lowerCamelCase, name(), or pkg.Name for one of its own packages)
+// shape (camel case starting lower-case, name(), or pkg.Name for one of its own packages)
 // names something its Go code has. Another project's name is written with
 // its package (cache.WaitForCacheSync) or its project
 // (sample-controller's `enqueueFoo` is read as its own).
@@ -394,6 +394,8 @@ func (r *Repo) checkName(t string) string {
 	return ""
 }
 
-// foreignOwner tells whether the doc says whose the name or path is just
-// before it ("sample-controller's `enqueueFoo`").
-func foreignOwner(s codeSpan) bool { return ownerBefore.MatchString(s.before) }
+// foreignOwner tells whether the doc says whose the name or path is:
+// right before it ("sample-controller's `enqueueFoo`"), or as another
+// project's earlier in its sentence ("controller-runtime's `Reconcile`
+// and `startWatches`").
+func foreignOwner(s codeSpan) bool { return owned(s.before) }

@@ -55,8 +55,11 @@ type Repo struct {
 	// idents holds every identifier of the repository's Go code, and the
 	// camel-case words of its string literals and struct tags; pkgDecls
 	// the top-level names of each package name.
-	idents   map[string]bool
-	pkgDecls map[string]map[string]bool
+	idents map[string]bool
+	// modIdents holds the same per Go module ("" the root's), for
+	// comments, which cite names of their own module or of the root's.
+	modIdents map[string]map[string]bool
+	pkgDecls  map[string]map[string]bool
 }
 
 // skipDir tells which directories hold nothing of the repository's own:

@@ -83,7 +83,7 @@ func registryHosts() string {
 
 // cniConfig: the bridge plugin with host-local addresses, then loopback.
 // isGateway is false and the only route is to the Service range, via the
-// bridge: createBridge put the gateway's and the kubernetes Service's
+// bridge: createNetns put the gateway's and the kubernetes Service's
 // addresses there. No IP masquerade, no forwarding: a pod can reach the
 // node's bridge addresses and other pods, nothing else.
 func (c *Cluster) cniConfig() string {

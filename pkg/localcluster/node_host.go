@@ -24,7 +24,7 @@ import (
 // that Stop restores it.
 
 // kubeletSysctls are the host settings the kubelet sets at start
-// (pkg/kubelet/cm setupKernelTunables); Stop writes the values back.
+// (the kubelet's setupKernelTunables, kubernetes/pkg/kubelet/cm); Stop writes the values back.
 var kubeletSysctls = []string{
 	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
 	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",

@@ -94,7 +94,7 @@ func (e *env) twinController(config string) controllerSpec {
 	s := controllerSpec{
 		Config: config, Name: "controller-runtime twin (" + strings.TrimPrefix(config, "twin-") + ")", bin: e.twin,
 		Workers: e.defaults.workers,
-		// ctrl.GetConfig (controller-runtime v0.25 pkg/client/config) sets
+		// ctrl.GetConfig (controller-runtime/pkg/client/config, v0.25) sets
 		// QPS = -1 when the kubeconfig leaves it 0: no client-side limit.
 		ClientLimit: "none (ctrl.GetConfig sets QPS -1)",
 	}

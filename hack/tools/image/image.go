@@ -27,7 +27,7 @@ const (
 	// WorkingDir is the container's working directory.
 	WorkingDir = "/"
 
-	// OCI annotation and label keys (opencontainers image-spec annotations.md).
+	// OCI annotation and label keys (the OCI image-spec's annotations.md).
 	LabelSource   = "org.opencontainers.image.source"
 	LabelVersion  = "org.opencontainers.image.version"
 	LabelRevision = "org.opencontainers.image.revision"
