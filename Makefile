@@ -216,11 +216,16 @@ bench-shards: tools ## One replica vs SHARDS replicas with --shards and no other
 
 ##@ End to end (a real node)
 
+# E2E_SIZING_OUT=docs/bench/sizing-<date>: write the memory it measured in the
+# pods there (.md, .json), the source of docs/deploy.md's sizing.
+E2E_SIZING_OUT ?=
+
 .PHONY: test-e2e
 test-e2e: ## Build the image, push it to a registry on localhost:5000, deploy it on a real local node and check it in its pods (root; installs runc; minutes).
 	hack/install-runc.sh
 	hack/build-tools.sh etcd kube-apiserver kube-controller-manager kubectl node >/dev/null
-	CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags e2e,grpcnotrace -count=1 -timeout 45m $(TESTFLAGS) ./test/e2e/
+	E2E_SIZING_OUT='$(if $(E2E_SIZING_OUT),$(abspath $(E2E_SIZING_OUT)))' \
+	  CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags e2e,grpcnotrace -count=1 -timeout 45m $(TESTFLAGS) ./test/e2e/
 
 ##@ Chaos
 

@@ -251,6 +251,9 @@ func testOOM(t *testing.T) {
 	m2 := residentSet(t)
 	t.Logf("limit raised: %d Books Ready %s later; peak RSS of the new pods, which listed them at start: %.0f MiB",
 		n+100, time.Since(start).Round(time.Second), maxOf(m2.peak))
+	sizing{Books: n, IdleRSS: m0.rss, IdleAnon: m0.anon, RSS: m1.rss, Anon: m1.anon,
+		PerTenThousand: grown * 10000 / n, PerTenThousandAnon: grownAnon * 10000 / n,
+		OOMLimit: small, PeakAtStart: m2.peak}.write(t)
 	cms, err := env.Kube.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
