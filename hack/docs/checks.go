@@ -187,8 +187,9 @@ func bareFile(word string) (string, bool) {
 	return "", false
 }
 
-// CheckPaths: every path of this repository a doc names in code, and every
-// bare file name of Go, Markdown or shell, exists. A span right after
+// CheckPaths: every path of this repository a doc names in code, every
+// bare file name of Go, Markdown or shell, and every data-path of the live
+// view's HTML, exists. A span right after
 // another project's possessive ("controller-runtime's `pkg/…`") is that
 // project's.
 func CheckPaths(r *Repo, d *Docs) []Finding {
@@ -205,12 +206,38 @@ func CheckPaths(r *Repo, d *Docs) []Finding {
 			}
 		}
 		for _, s := range doc.spans {
-			if !foreignOwner(s) {
+			if !r.foreignOwner(s) {
 				check(s.line, s.text)
 			}
 		}
 		for _, l := range doc.fenced {
 			check(l.line, l.text)
+		}
+	}
+	return append(out, r.checkDataPaths()...)
+}
+
+// dataPath matches the live view's links to this repository's files
+// (pkg/ui/static), which --ui-source-url turns into URLs.
+var dataPath = regexp.MustCompile(`data-path="([^"]+)"`)
+
+// checkDataPaths holds the data-path of every HTML file to the tree.
+func (r *Repo) checkDataPaths() []Finding {
+	var out []Finding
+	for _, rel := range sortedKeys(r.files) {
+		if !strings.HasSuffix(rel, ".html") || fixture(rel) {
+			continue
+		}
+		b, err := os.ReadFile(joinRoot(r.Root, rel))
+		if err != nil {
+			return append(out, Finding{rel, err.Error()})
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, m := range dataPath.FindAllStringSubmatch(line, -1) {
+				if !r.exists(m[1]) {
+					out = append(out, Finding{at(rel, i+1), fmt.Sprintf("links %s, which does not exist: fix the path", m[1])})
+				}
+			}
 		}
 	}
 	return out
@@ -220,13 +247,18 @@ func CheckPaths(r *Repo, d *Docs) []Finding {
 // of the command.
 var makeCall = regexp.MustCompile(`(?:^|[\s;&|(])make\s+([^;&|#)\n]*)`)
 
-var targetLike = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+var (
+	targetLike = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+	// quoted matches a quoted shell word, such as BENCH_FLAGS='-label ui'.
+	quoted = regexp.MustCompile(`'[^']*'|"[^"]*"`)
+)
 
 // makeTargets returns the targets a command line gives make: the words
 // after "make" that are neither variables (X=y) nor options, up to the
 // first other word.
 func makeTargets(text string) []string {
 	var out []string
+	text = quoted.ReplaceAllString(text, "''")
 	for _, m := range makeCall.FindAllStringSubmatch(text, -1) {
 		for _, w := range strings.Fields(m[1]) {
 			if strings.Contains(w, "=") || strings.HasPrefix(w, "-") {
@@ -258,6 +290,9 @@ func CheckMakeTargets(r *Repo, d *Docs) []Finding {
 				listed[s.text] = true
 				where = doc.path
 				report(s.line, s.text)
+				continue
+			}
+			if r.foreignOwner(s) { // kubebuilder's `make manifests`
 				continue
 			}
 			for _, t := range makeTargets(s.text) {

@@ -106,6 +106,7 @@ func TestBrokenInputFails(t *testing.T) {
 		{"link-file", "links", []string{"docs/extra.md:5:", "docs/missing.md, which does not exist"}},
 		{"link-anchor", "links", []string{"docs/extra.md:3:", "#no-such-heading", "no heading of docs/flags.md"}},
 		{"path", "paths", []string{"docs/extra.md:3:", "pkg/controller/gone.go, which does not exist"}},
+		{"html-path", "paths", []string{"pkg/ui/static/index.html:2:", "pkg/controller/configmapcache.go, which does not exist"}},
 		{"bare-file", "paths", []string{"docs/extra.md:3:", "the file gone.go, which is nowhere"}},
 		{"make-target", "targets", []string{"docs/extra.md:4:", `make target "deploy"`}},
 		{"make-table", "targets", []string{"Makefile:12:", `"test-e2e" is missing from the table`}},

@@ -33,8 +33,11 @@ type FlagSet struct {
 	Refused map[string]bool
 }
 
-// has tells whether name is a flag of the controller, refused ones included.
-func (f *FlagSet) has(name string) bool { return f.ByName[name] != nil || f.Refused[name] }
+// has tells whether name is a flag of the controller, refused ones
+// included, or pflag's own --help.
+func (f *FlagSet) has(name string) bool {
+	return f.ByName[name] != nil || f.Refused[name] || name == "help" || name == "h"
+}
 
 // readFlagsDoc parses the generated part of docs/flags.md.
 func readFlagsDoc(root string) (*FlagSet, error) {

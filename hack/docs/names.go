@@ -59,7 +59,7 @@ func (r *Repo) checkFlagSpan(file string, s codeSpan) []Finding {
 		known = known || r.BenchFlags[name]
 	}
 	if !known {
-		return []Finding{{at(file, s.line), fmt.Sprintf("names the flag %s%s, which is no flag of book-controller (%s), the twin or the bench: fix the name, or write the program before it (`kube-apiserver %s%s`)", dash, name, FlagsDoc, dash, name)}}
+		return []Finding{{at(file, s.line), fmt.Sprintf("names the flag %s%s, which is no flag of book-controller (%s), the twin or the bench: fix the name, or write the command it belongs to before it, in the same code span (`go test -race`, `kube-apiserver --feature-gates=…`)", dash, name, FlagsDoc)}}
 	}
 	if f == nil {
 		return nil
@@ -201,7 +201,9 @@ func CheckMetrics(r *Repo, d *Docs) []Finding {
 			}
 		}
 		for _, s := range doc.spans {
-			check(s.line, s.text)
+			if !r.foreignOwner(s) {
+				check(s.line, s.text)
+			}
 		}
 		for _, l := range doc.fenced {
 			check(l.line, l.text)
@@ -364,7 +366,7 @@ func CheckIdentifiers(r *Repo, d *Docs) []Finding {
 	var out []Finding
 	for _, doc := range d.prose() {
 		for _, s := range doc.spans {
-			if msg := r.checkName(s.text); msg != "" && !foreignOwner(s) {
+			if msg := r.checkName(s.text); msg != "" && !r.foreignOwner(s) {
 				out = append(out, Finding{at(doc.path, s.line), msg})
 			}
 		}
@@ -395,7 +397,29 @@ func (r *Repo) checkName(t string) string {
 }
 
 // foreignOwner tells whether the doc says whose the name or path is:
-// right before it ("sample-controller's `enqueueFoo`"), or as another
+// right before it ("sample-controller's `enqueueFoo`"), as another
 // project's earlier in its sentence ("controller-runtime's `Reconcile`
-// and `startWatches`").
-func foreignOwner(s codeSpan) bool { return owned(s.before) }
+// and `startWatches`"), or by another project's path in its sentence
+// ("`doWatch` in `controller-runtime/pkg/builder/controller.go`").
+func (r *Repo) foreignOwner(s codeSpan) bool {
+	if owned(s.before) {
+		return true
+	}
+	before, after := s.before, s.after
+	if ends := sentenceEnd.FindAllStringIndex(before, -1); len(ends) > 0 {
+		before = before[ends[len(ends)-1][1]:]
+	}
+	if end := sentenceEnd.FindStringIndex(after); end != nil {
+		after = after[:end[0]]
+	}
+	for _, m := range foreignPath.FindAllStringSubmatch(before+" "+after, -1) {
+		if !r.top[m[1]] {
+			return true
+		}
+	}
+	return false
+}
+
+// foreignPath matches a code span holding a path whose first element names
+// a project (controller-runtime/…, k8s.io/…).
+var foreignPath = regexp.MustCompile("`([A-Za-z0-9]+[-.][A-Za-z0-9.-]*)/[^`\\s]*`")
