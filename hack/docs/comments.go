@@ -2,7 +2,7 @@ package docs
 
 import (
 	"fmt"
-	"go/parser"
+	"go/ast"
 	"go/token"
 	"os"
 	"path"
@@ -12,8 +12,8 @@ import (
 
 // commentLine is one line of a comment: in Go code, or a "#" line of a
 // manifest, the Makefile, the Dockerfile or a script. prev is the text of
-// the comment's lines before it, where a sentence that goes on may say
-// whose a name is.
+// the sentence its previous lines left unfinished, which may say whose a
+// name is.
 type commentLine struct {
 	file string
 	line int
@@ -40,30 +40,10 @@ func hashCommented(rel string) bool {
 // comments returns every comment line of the tree's hand-written code and
 // manifests.
 func (r *Repo) comments() ([]commentLine, error) {
-	var out []commentLine
-	fset := token.NewFileSet()
+	out := append([]commentLine(nil), r.goComments...)
 	for _, rel := range sortedKeys(r.files) {
 		switch {
 		case fixture(rel):
-		case strings.HasSuffix(rel, ".go") && !generated(rel):
-			file, err := parser.ParseFile(fset, joinRoot(r.Root, rel), nil, parser.ParseComments)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", rel, err)
-			}
-			for _, g := range file.Comments {
-				prev := ""
-				for _, c := range g.List {
-					first := fset.Position(c.Pos()).Line
-					for i, l := range strings.Split(c.Text, "\n") {
-						l = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(l, "//"), "/*"))
-						if directive(l) {
-							continue
-						}
-						out = append(out, commentLine{rel, first + i, l, prev})
-						prev += " " + l
-					}
-				}
-			}
 		case hashCommented(rel):
 			b, err := os.ReadFile(joinRoot(r.Root, rel))
 			if err != nil {
@@ -78,11 +58,30 @@ func (r *Repo) comments() ([]commentLine, error) {
 				}
 				t = strings.TrimSpace(strings.TrimLeft(t, "#"))
 				out = append(out, commentLine{rel, i + 1, t, prev})
-				prev += " " + t
+				prev = lastSentence(prev + " " + t)
 			}
 		}
 	}
 	return out, nil
+}
+
+// addGoComments records the comment lines of a parsed Go file (loadGo
+// parses each file once, for its names and its comments).
+func (r *Repo) addGoComments(fset *token.FileSet, rel string, file *ast.File) {
+	for _, g := range file.Comments {
+		prev := ""
+		for _, c := range g.List {
+			first := fset.Position(c.Pos()).Line
+			for i, l := range strings.Split(c.Text, "\n") {
+				l = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(l, "//"), "/*"))
+				if directive(l) {
+					continue
+				}
+				r.goComments = append(r.goComments, commentLine{rel, first + i, l, prev})
+				prev = lastSentence(prev + " " + l)
+			}
+		}
+	}
 }
 
 // directive tells whether a comment line is an instruction to a tool
@@ -139,18 +138,17 @@ func (r *Repo) commentFiles(c commentLine) []string {
 	var out []string
 	dir, mod := path.Dir(c.file), r.moduleOf(c.file)
 	for _, loc := range commentWord.FindAllStringIndex(c.text, -1) {
-		if owned(c.prev + " " + c.text[:loc[0]]) {
-			continue
-		}
 		w := strings.TrimSuffix(strings.TrimSuffix(c.text[loc[0]:loc[1]], "'s"), "’s")
+		msg := ""
 		if p, ok := r.repoPath(w); ok {
 			if !r.exists(p) && !r.exists(path.Join(mod, p)) && !r.exists(path.Join(dir, p)) {
-				out = append(out, fmt.Sprintf("the comment cites %s, which does not exist: fix the path", p))
+				msg = fmt.Sprintf("the comment cites %s, which does not exist: fix the path", p)
 			}
-			continue
+		} else if f, ok := bareFile(w); ok && !r.bases[f] {
+			msg = fmt.Sprintf("the comment cites the file %s, which is nowhere in the tree: fix the name, or give another project's file with its path (client-go/tools/cache/%s)", f, f)
 		}
-		if f, ok := bareFile(w); ok && !r.bases[f] {
-			out = append(out, fmt.Sprintf("the comment cites the file %s, which is nowhere in the tree: fix the name, or give another project's file with its path (client-go/tools/cache/%s)", f, f))
+		if msg != "" && !owned(c.prev+" "+c.text[:loc[0]]) {
+			out = append(out, msg)
 		}
 	}
 	return out
@@ -191,16 +189,25 @@ func (r *Repo) commentNames(c commentLine) []string {
 	return out
 }
 
+// lastSentence is the unfinished sentence at the end of text, all a later
+// line needs to know whose its names are.
+func lastSentence(text string) string {
+	if ends := sentenceEnd.FindAllStringIndex(text, -1); len(ends) > 0 {
+		text = text[ends[len(ends)-1][1]:]
+	}
+	if len(text) > 300 {
+		text = text[len(text)-300:]
+	}
+	return text
+}
+
 // owned tells whether the text before a name says whose it is: a
 // possessive right before it, or another project's earlier in its sentence.
 func owned(before string) bool {
 	if ownerBefore.MatchString(before) {
 		return true
 	}
-	if ends := sentenceEnd.FindAllStringIndex(before, -1); len(ends) > 0 {
-		before = before[ends[len(ends)-1][1]:]
-	}
-	return projectOwner.MatchString(before)
+	return projectOwner.MatchString(lastSentence(before))
 }
 
 // standalone tells whether the match at loc is a name of its own, not part

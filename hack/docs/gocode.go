@@ -41,9 +41,12 @@ func (r *Repo) loadGo() error {
 	slices.Sort(files)
 	fset := token.NewFileSet()
 	for _, rel := range files {
-		file, err := parser.ParseFile(fset, joinRoot(r.Root, rel), nil, 0)
+		file, err := parser.ParseFile(fset, joinRoot(r.Root, rel), nil, parser.ParseComments)
 		if err != nil {
 			return fmt.Errorf("%s: %w", rel, err)
+		}
+		if !generated(rel) {
+			r.addGoComments(fset, rel, file)
 		}
 		// hack/docs's own strings name broken things on purpose.
 		r.indexIdents(file, r.moduleOf(rel), !strings.HasPrefix(rel, "hack/docs/"))

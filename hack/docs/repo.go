@@ -59,7 +59,9 @@ type Repo struct {
 	// modIdents holds the same per Go module ("" the root's), for
 	// comments, which cite names of their own module or of the root's.
 	modIdents map[string]map[string]bool
-	pkgDecls  map[string]map[string]bool
+	// goComments are the comment lines of the hand-written Go code.
+	goComments []commentLine
+	pkgDecls   map[string]map[string]bool
 }
 
 // skipDir tells which directories hold nothing of the repository's own:
