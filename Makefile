@@ -53,8 +53,9 @@ help: ## Show this help: every target, by section (hack/docs checks it lists the
 ##@ Development
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, clientset, listers, informers, apply configs and manifests/crd.yaml.
+generate: ## Regenerate deepcopy, clientset, listers, informers, apply configs, manifests/crd.yaml and docs/flags.md's flag tables.
 	hack/update-codegen.sh
+	hack/update-docs.sh
 
 .PHONY: verify
 verify: ## Fail if generated code is stale, code is not gofmt'ed or go vet complains.

@@ -121,6 +121,7 @@ func TestBrokenInputFails(t *testing.T) {
 		{"reason-undocumented", "reasons", []string{"pkg/controller/more.go:4:", "ConfigMapNew is not documented in docs/operations.md"}},
 		{"alert-unknown", "alerts", []string{"docs/extra.md:3:", "alert BookControllerGone"}},
 		{"alert-undocumented", "alerts", []string{"prometheus_rule.yaml:6:", "BookControllerNew has no section in docs/operations.md"}},
+		{"test-name", "identifiers", []string{"docs/extra.md:3:", "the test TestGoneAway"}},
 		{"name", "identifiers", []string{"docs/extra.md:3:", "shardGate"}},
 		{"comment-path", "comments", []string{"pkg/controller/more.go:3:", "pkg/controller/informers.go, which does not exist"}},
 		{"comment-yaml", "comments", []string{"manifests/rbac.yaml:1:", "reconcileConfigMap"}},

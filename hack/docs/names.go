@@ -355,11 +355,13 @@ var (
 	qualified = regexp.MustCompile(`^([a-z][a-z0-9]*)\.([A-Z][A-Za-z0-9_]*)`)
 	callForm  = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)\(\)$`)
 	lowerCame = regexp.MustCompile(`^[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*$`)
+	testName  = regexp.MustCompile(`^(?:Test|Benchmark|Fuzz|Example)[A-Z0-9_][A-Za-z0-9_]*$`)
 )
 
 // CheckIdentifiers: a code span that is one Go name of this repository's
-// shape (camel case starting lower-case, name(), or pkg.Name for one of its own packages)
-// names something its Go code has. Another project's name is written with
+// shape (camel case starting lower-case, name(), pkg.Name for one of its
+// own packages, or a test, benchmark or fuzz target) names something its
+// Go code has. Another project's name is written with
 // its package (cache.WaitForCacheSync) or its project
 // (sample-controller's `enqueueFoo` is read as its own).
 func CheckIdentifiers(r *Repo, d *Docs) []Finding {
@@ -383,6 +385,10 @@ func (r *Repo) checkName(t string) string {
 		decls, ours := r.pkgDecls[m[1]]
 		if ours && !decls[m[2]] && !r.idents[m[2]] {
 			return fmt.Sprintf("names %s.%s, which package %s does not declare: fix the name", m[1], m[2], m[1])
+		}
+	case testName.MatchString(t):
+		if !r.idents[t] {
+			return fmt.Sprintf("names the test %s, which no test file declares: fix the name", t)
 		}
 	case callForm.MatchString(t):
 		if n := callForm.FindStringSubmatch(t)[1]; !r.idents[n] {
