@@ -136,8 +136,7 @@ type Controller struct {
 // New wires a Controller to its informers: it installs their transforms and
 // registers the event handlers (the watches), but starts nothing. Start the
 // informer factories after New, then call Run. opts.Off chooses, layer by
-// layer, between each optimization and its classic stand-in; this is the
-// one place that does.
+// layer, between each optimization and its classic stand-in (useLayers).
 func New(
 	kubeClient kubernetes.Interface,
 	bookClient versioned.Interface,
@@ -165,32 +164,7 @@ func New(
 	if opts.Observer != nil {
 		writes = observedWriter{apiWriter: writes, observer: opts.Observer}
 	}
-	off := opts.Off
-	c.ownWrites, c.order, c.connections, c.readiness = untracked{}, arrivalOrder{}, dialOnDemand{}, untrackedReadiness{}
-	c.configMaps = configMapLister{lister: configMapInformer.Lister()}
-	var storage workqueue.Queue[cache.ObjectName] // nil: client-go's FIFO
-	if !off.OwnWrites {
-		c.ownWrites = newOwnWrites(bookInformer.Informer().GetStore(), configMapInformer.Informer().GetStore(), c.release)
-	}
-	if !off.ConfigMapProjection {
-		c.configMaps = newConfigMapProjection(configMapInformer.Informer().GetIndexer(), bookInformer.Lister())
-	}
-	if !off.CompactBooks {
-		c.bookTransform = newBookCompactor().transform
-	}
-	if !off.LiveFirst {
-		order := newLiveFirst()
-		c.order, storage = order, order
-	}
-	if !off.ConnectionWarmUp {
-		c.connections = connectionWarmUp{clients: []namedClient{
-			{"kubernetes", kubeClient.Discovery().RESTClient()},
-			{"books", bookClient.Discovery().RESTClient()},
-		}}
-	}
-	if !off.NotReadyGauge {
-		c.readiness = newNotReadyBooks()
-	}
+	storage := c.useLayers(opts.Off, bookInformer, configMapInformer)
 	c.writes = c.ownWrites.wrap(writes)
 	c.queue = newQueue(opts.RateLimiter, storage)
 	c.aborted, c.abort = context.WithCancelCause(context.Background())

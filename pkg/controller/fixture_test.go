@@ -241,10 +241,11 @@ func (f *fixture) addBookToLister(b *webappv1.Book) {
 }
 
 // addConfigMapToLister puts what the informer would keep of cm (its
-// projection, configmapcache.go) into the ConfigMap cache.
+// projection, configmapprojection.go, or cm itself with the projection
+// off) into the ConfigMap cache.
 func (f *fixture) addConfigMapToLister(cm *corev1.ConfigMap) {
 	f.t.Helper()
-	if err := f.configMapIndexer().Update(projectConfigMap(cm.DeepCopy())); err != nil {
+	if err := f.configMapIndexer().Update(f.c.cachedForm(cm.DeepCopy())); err != nil {
 		f.t.Fatalf("adding ConfigMap to indexer: %v", err)
 	}
 }

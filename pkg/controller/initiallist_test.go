@@ -9,7 +9,7 @@ import (
 
 // BenchmarkInitialList measures what the handlers cost per converged Book
 // of an informer's initial list, its Book and its ConfigMap delivered with
-// isInInitialList, up to the key waiting in the queue; with the live-first
+// client-go's isInInitialList, up to the key waiting in the queue; with the live-first
 // order (livefirst.go) and in arrival order. An informer reports synced
 // only once its handler has taken every initial-list event, so this cost
 // is part of the time to caches synced after a restart:

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"strings"
 
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions/webapp/v1"
 )
 
 // This file is where the classic loop meets its optimization layers. Each
@@ -120,6 +124,38 @@ func (l Layers) Names() []string {
 		}
 	}
 	return names
+}
+
+// useLayers puts each layer, or its classic stand-in, in its seam, as off
+// says: the one place that chooses. It returns the work queue's storage,
+// nil for client-go's FIFO.
+func (c *Controller) useLayers(off Layers, books bookinformers.BookInformer, configMaps coreinformers.ConfigMapInformer) workqueue.Queue[cache.ObjectName] {
+	c.ownWrites, c.order, c.connections, c.readiness = untracked{}, arrivalOrder{}, dialOnDemand{}, untrackedReadiness{}
+	c.configMaps = configMapLister{lister: configMaps.Lister()}
+	var storage workqueue.Queue[cache.ObjectName]
+	if !off.OwnWrites {
+		c.ownWrites = newOwnWrites(books.Informer().GetStore(), configMaps.Informer().GetStore(), c.release)
+	}
+	if !off.ConfigMapProjection {
+		c.configMaps = newConfigMapProjection(configMaps.Informer().GetIndexer(), books.Lister())
+	}
+	if !off.CompactBooks {
+		c.bookTransform = newBookCompactor().transform
+	}
+	if !off.LiveFirst {
+		order := newLiveFirst()
+		c.order, storage = order, order
+	}
+	if !off.ConnectionWarmUp {
+		c.connections = connectionWarmUp{clients: []namedClient{
+			{"kubernetes", c.kubeClient.Discovery().RESTClient()},
+			{"books", c.bookClient.Discovery().RESTClient()},
+		}}
+	}
+	if !off.NotReadyGauge {
+		c.readiness = newNotReadyBooks()
+	}
+	return storage
 }
 
 // writeTracker is the seam of the own-writes layer (ownwrites.go): what the

@@ -40,7 +40,7 @@ import (
 // 5.9–7.5 against 3.8–4.2 µs.
 type liveFirst struct {
 	// mu guards every field. Push, Touch, Pop and Len run under the work
-	// queue's lock; markBackfill runs in the informers' handlers alone.
+	// queue's lock; mark runs in the informers' handlers alone.
 	mu sync.Mutex
 	// live and backfill are the two lines, oldest first. backfill can hold
 	// stale entries, of keys since moved to live or handed out: waiting

@@ -11,8 +11,9 @@ import (
 // cmd/controller start from Defaults(); Run fills the zero fields of a
 // Config from the same constants (withDefaults). The controller's own tuning
 // defaults in pkg/controller: Defaults() copies ConflictRecheck and
-// DrainTimeout here so the flags show them, and leaves RateLimiter, which no
-// flag sets, nil for controller.New to fill in.
+// DrainTimeout into Config.Controller, so that a Config built from
+// Defaults() says what will be used, and leaves RateLimiter nil for
+// controller.New to fill in.
 const (
 	// defaultWorkers: a sync is two round trips to the API server, 0.1–0.3 s
 	// under a burst, and almost no CPU. To keep up with Books arriving at

@@ -19,7 +19,8 @@ const disabledAddr = "0"
 // answering.
 const shutdownGrace = 5 * time.Second
 
-// httpServer is a listening endpoint: the metrics or the probes.
+// httpServer is a listening endpoint: metrics, probes, profiles or the
+// live view.
 type httpServer struct {
 	name string
 	ln   net.Listener
