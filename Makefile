@@ -53,7 +53,7 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, clientset, listers, informers, apply configs and manifests/crd.yaml.
+generate: ## Regenerate deepcopy, clientset, listers, informers, apply configs (v1, v2) and manifests/crd.yaml, crd-v2.yaml.
 	hack/update-codegen.sh
 
 .PHONY: verify
