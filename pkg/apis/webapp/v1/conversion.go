@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -50,14 +49,9 @@ type stash struct {
 // It never fails; the error is for conversion.Convertible's signature.
 func (src *Book) ConvertTo(dst *v2.Book) error {
 	src.ObjectMeta.DeepCopyInto(&dst.ObjectMeta)
-	dst.Status = v2.BookStatus{
-		ObservedGeneration: src.Status.ObservedGeneration,
-		Conditions:         slices.Clone(src.Status.Conditions),
-		ConfigMapName:      src.Status.ConfigMapName,
-	}
-	for i := range dst.Status.Conditions {
-		src.Status.Conditions[i].DeepCopyInto(&dst.Status.Conditions[i])
-	}
+	// The two statuses are the same struct; the conversion would not compile
+	// if either changed alone.
+	dst.Status = v2.BookStatus(*src.Status.DeepCopy())
 	dst.Spec = v2.BookSpec{
 		Title: src.Spec.Title,
 		Price: v2.Price{Amount: strconv.FormatInt(int64(src.Spec.Price), 10), Currency: v2.NoCurrency},
@@ -92,14 +86,7 @@ func (src *Book) ConvertTo(dst *v2.Book) error {
 // It never fails; the error is for conversion.Convertible's signature.
 func (dst *Book) ConvertFrom(src *v2.Book) error {
 	src.ObjectMeta.DeepCopyInto(&dst.ObjectMeta)
-	dst.Status = BookStatus{
-		ObservedGeneration: src.Status.ObservedGeneration,
-		Conditions:         slices.Clone(src.Status.Conditions),
-		ConfigMapName:      src.Status.ConfigMapName,
-	}
-	for i := range dst.Status.Conditions {
-		src.Status.Conditions[i].DeepCopyInto(&dst.Status.Conditions[i])
-	}
+	dst.Status = BookStatus(*src.Status.DeepCopy())
 	price := wholeUnits(src.Spec.Price.Amount)
 	dst.Spec = BookSpec{Title: src.Spec.Title, Price: price}
 
