@@ -77,7 +77,10 @@ func (src *Book) ConvertTo(dst *v2.Book) error {
 //   - title: the same;
 //   - price: the amount rounded half up to a whole number (19.49 -> 19,
 //     19.5 -> 20) and clamped to 0..2147483647, the largest int32; an amount
-//     that is not a decimal number gives 0 (v2's schema admits none);
+//     that is not a decimal number gives 0, except one written as a plain
+//     int32 ("-5"), which gives that number, so that every v1 price, even
+//     one v1's schema refuses, comes back from v2 as it was (v2's schema
+//     admits neither);
 //   - StashAnnotation: when v1 cannot say the v2 Book exactly (the currency
 //     is not XXX, the amount is not that whole number written plainly, or
 //     there are authors), the stash with the price, the authors and the v1
