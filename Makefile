@@ -53,7 +53,7 @@ help: ## Show this help: every target, by section (hack/docs checks it lists the
 ##@ Development
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, clientset, listers, informers, apply configs, manifests/crd.yaml and docs/flags.md's flag tables.
+generate: ## Regenerate deepcopy, clientset, listers, informers, apply configs (v1, v2), manifests/crd.yaml, crd-v2.yaml and docs/flags.md's flag tables.
 	hack/update-codegen.sh
 	hack/update-docs.sh
 

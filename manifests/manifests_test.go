@@ -33,18 +33,28 @@ import (
 	"sigs.k8s.io/yaml"
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 const (
-	crdFile    = "crd.yaml"
-	validDir   = "examples"
-	invalidDir = "examples/invalid"
+	// crdFile is v1 alone: what is installed until the conversion webhook
+	// exists. crdV2File has v1 and v2, v2 stored, converted by the webhook.
+	crdFile      = "crd.yaml"
+	crdV2File    = "crd-v2.yaml"
+	validDir     = "examples"
+	invalidDir   = "examples/invalid"
+	validV2Dir   = "examples/v2"
+	invalidV2Dir = "examples/v2/invalid"
 	// sampleFile is the lesson's sample Book; it must stay among the examples.
 	sampleFile = "examples/book-sample.yaml"
-	// minInvalid is the fewest invalid examples we accept: one per rule the
-	// schema enforces, and then some.
-	minInvalid = 8
+	// minInvalid and minInvalidV2 are the fewest invalid examples we accept:
+	// one per rule the schema enforces, and then some.
+	minInvalid   = 8
+	minInvalidV2 = 12
 )
+
+// crdFiles are the CRDs update-codegen.sh writes.
+var crdFiles = []string{crdFile, crdV2File}
 
 // readSingleDoc returns the one YAML document in path. Documents that hold
 // nothing but comments (such as the header before crd.yaml's "---") are
@@ -80,10 +90,10 @@ func readSingleDoc(t *testing.T, path string) []byte {
 	return docs[0]
 }
 
-// loadCRD reads crd.yaml strictly (unknown or duplicate fields fail) and
+// loadCRD reads crdFile strictly (unknown or duplicate fields fail) and
 // returns it as sent (v1) and as the API server validates it (internal,
 // defaulted, with the status PrepareForCreate would give it).
-func loadCRD(t *testing.T) (*apiextensionsv1.CustomResourceDefinition, *apiextensions.CustomResourceDefinition) {
+func loadCRD(t *testing.T, crdFile string) (*apiextensionsv1.CustomResourceDefinition, *apiextensions.CustomResourceDefinition) {
 	t.Helper()
 	v1crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := yaml.UnmarshalStrict(readSingleDoc(t, crdFile), v1crd); err != nil {
@@ -123,14 +133,22 @@ func errorLines(errs field.ErrorList) string {
 // created: names, versions, schema (structural, CEL rules compiling and
 // within their cost budget, list-type invariants), printer columns.
 func TestCRDIsValid(t *testing.T) {
-	_, crd := loadCRD(t)
-	if errs := crdvalidation.ValidateCustomResourceDefinition(context.Background(), crd); len(errs) > 0 {
-		t.Errorf("%s: the API server would reject this CRD:\n%s", crdFile, errorLines(errs))
+	for _, crdFile := range crdFiles {
+		_, crd := loadCRD(t, crdFile)
+		if errs := crdvalidation.ValidateCustomResourceDefinition(context.Background(), crd); len(errs) > 0 {
+			t.Errorf("%s: the API server would reject this CRD:\n%s", crdFile, errorLines(errs))
+		}
 	}
 }
 
 func TestCRDSchemaIsStructural(t *testing.T) {
-	_, crd := loadCRD(t)
+	for _, crdFile := range crdFiles {
+		testCRDSchemaIsStructural(t, crdFile)
+	}
+}
+
+func testCRDSchemaIsStructural(t *testing.T, crdFile string) {
+	_, crd := loadCRD(t, crdFile)
 	for i, v := range crd.Spec.Versions {
 		validation, err := apiextensions.GetSchemaForVersion(crd, v.Name)
 		if err != nil {
@@ -153,7 +171,13 @@ func TestCRDSchemaIsStructural(t *testing.T) {
 }
 
 func TestCRDNames(t *testing.T) {
-	crd, _ := loadCRD(t)
+	for _, crdFile := range crdFiles {
+		testCRDNames(t, crdFile)
+	}
+}
+
+func testCRDNames(t *testing.T, crdFile string) {
+	crd, _ := loadCRD(t, crdFile)
 	wantName := "books." + webappv1.GroupName
 	if crd.Name != wantName {
 		t.Errorf("%s: metadata.name = %q, want %q", crdFile, crd.Name, wantName)
@@ -180,8 +204,10 @@ func TestCRDNames(t *testing.T) {
 	}
 }
 
+// TestCRDVersions: crd.yaml has v1 alone, stored, not deprecated and
+// without conversion (crd-v2.yaml is TestCRDV2Versions').
 func TestCRDVersions(t *testing.T) {
-	crd, _ := loadCRD(t)
+	crd, _ := loadCRD(t, crdFile)
 	if len(crd.Spec.Versions) != 1 {
 		t.Fatalf("%s: want exactly one version (%s), got %d", crdFile, webappv1.SchemeGroupVersion.Version, len(crd.Spec.Versions))
 	}
@@ -190,30 +216,59 @@ func TestCRDVersions(t *testing.T) {
 		t.Errorf("%s: version %q served=%v storage=%v, want %q served and stored",
 			crdFile, v.Name, v.Served, v.Storage, webappv1.SchemeGroupVersion.Version)
 	}
-	if v.Subresources == nil || v.Subresources.Status == nil {
-		t.Errorf("%s: version %s has no status subresource; the controller writes status through it", crdFile, v.Name)
+	if v.Deprecated || v.DeprecationWarning != nil {
+		t.Errorf("%s: v1 is deprecated here, where it is the only version", crdFile)
 	}
+	if c := crd.Spec.Conversion; c != nil && c.Strategy != apiextensionsv1.NoneConverter {
+		t.Errorf("%s: conversion strategy %s; with v1 alone there is nothing to convert", crdFile, c.Strategy)
+	}
+	checkVersion(t, crdFile, v, v1Columns)
+}
 
-	type column struct{ Name, Type, JSONPath string }
-	want := []column{
+// The printer columns of each version, as `kubectl get books` shows them.
+var (
+	v1Columns = []column{
 		{"Title", "string", ".spec.title"},
 		{"Price", "integer", ".spec.price"},
 		{"Ready", "string", `.status.conditions[?(@.type=="Ready")].status`},
 		{"Age", "date", ".metadata.creationTimestamp"},
 	}
+	v2Columns = []column{
+		{"Title", "string", ".spec.title"},
+		{"Price", "string", ".spec.price.amount"},
+		{"Currency", "string", ".spec.price.currency"},
+		{"Ready", "string", `.status.conditions[?(@.type=="Ready")].status`},
+		{"Age", "date", ".metadata.creationTimestamp"},
+	}
+)
+
+type column struct{ Name, Type, JSONPath string }
+
+// checkVersion checks that v has the status subresource and the columns.
+func checkVersion(t *testing.T, crdFile string, v apiextensionsv1.CustomResourceDefinitionVersion, columns []column) {
+	t.Helper()
+	if v.Subresources == nil || v.Subresources.Status == nil {
+		t.Errorf("%s: version %s has no status subresource; the controller writes status through it", crdFile, v.Name)
+	}
 	var got []column
 	for _, c := range v.AdditionalPrinterColumns {
 		got = append(got, column{c.Name, c.Type, c.JSONPath})
 	}
-	if !slices.Equal(got, want) {
-		t.Errorf("%s: version %s printer columns:\n  got  %+v\n  want %+v", crdFile, v.Name, got, want)
+	if !slices.Equal(got, columns) {
+		t.Errorf("%s: version %s printer columns:\n  got  %+v\n  want %+v", crdFile, v.Name, got, columns)
 	}
 }
 
 // TestCRDSpecFieldsHaveDescriptions: kubectl explain book.spec shows them, so
 // every field a user may set must say what it is for.
 func TestCRDSpecFieldsHaveDescriptions(t *testing.T) {
-	crd, _ := loadCRD(t)
+	for _, crdFile := range crdFiles {
+		testCRDSpecFieldsHaveDescriptions(t, crdFile)
+	}
+}
+
+func testCRDSpecFieldsHaveDescriptions(t *testing.T, crdFile string) {
+	crd, _ := loadCRD(t, crdFile)
 	for _, v := range crd.Spec.Versions {
 		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
 			t.Errorf("%s: version %s has no openAPIV3Schema", crdFile, v.Name)
@@ -240,7 +295,9 @@ func TestCRDSpecFieldsHaveDescriptions(t *testing.T) {
 				p := s.Properties[name]
 				walk(path+"."+name, &p)
 			}
-			if s.Items != nil && s.Items.Schema != nil {
+			// A list of strings (spec.authors) is described by the list's
+			// own description; a list of objects needs its items described.
+			if s.Items != nil && s.Items.Schema != nil && s.Items.Schema.Type == "object" {
 				walk(path+"[*]", s.Items.Schema)
 			}
 			if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
@@ -275,7 +332,7 @@ type versionValidator struct {
 	cel        *cel.Validator // nil when the schema has no x-kubernetes-validations
 }
 
-func newBookValidator(t *testing.T, crd *apiextensions.CustomResourceDefinition) *bookValidator {
+func newBookValidator(t *testing.T, crdFile string, crd *apiextensions.CustomResourceDefinition) *bookValidator {
 	t.Helper()
 	bv := &bookValidator{group: crd.Spec.Group, kind: crd.Spec.Names.Kind, versions: map[string]*versionValidator{}}
 	for _, v := range crd.Spec.Versions {
@@ -480,17 +537,33 @@ func loadExamples(t *testing.T, dir string) []*example {
 
 // TestExamples checks that every Book in examples/ would be created and every
 // Book in examples/invalid/ would be refused, with an error naming the field
-// its "# expect:" line gives.
+// its "# expect:" line gives: the v1 examples by both CRDs, the v2 examples
+// (examples/v2) by crd-v2.yaml.
 func TestExamples(t *testing.T) {
-	_, crd := loadCRD(t)
-	bv := newBookValidator(t, crd)
+	for _, c := range []struct {
+		crdFile, validDir, invalidDir, sample string
+		minInvalid                            int
+	}{
+		{crdFile, validDir, invalidDir, sampleFile, minInvalid},
+		{crdV2File, validDir, invalidDir, sampleFile, minInvalid},
+		{crdV2File, validV2Dir, invalidV2Dir, "", minInvalidV2},
+	} {
+		t.Run(c.crdFile+"/"+c.validDir, func(t *testing.T) {
+			testExamples(t, c.crdFile, c.validDir, c.invalidDir, c.sample, c.minInvalid)
+		})
+	}
+}
+
+func testExamples(t *testing.T, crdFile, validDir, invalidDir, sampleFile string, minInvalid int) {
+	_, crd := loadCRD(t, crdFile)
+	bv := newBookValidator(t, crdFile, crd)
 
 	valid := loadExamples(t, validDir)
 	invalid := loadExamples(t, invalidDir)
 	if len(valid) == 0 {
 		t.Fatalf("%s: no valid example Books", validDir)
 	}
-	if !slices.ContainsFunc(valid, func(e *example) bool { return e.path == filepath.FromSlash(sampleFile) }) {
+	if sampleFile != "" && !slices.ContainsFunc(valid, func(e *example) bool { return e.path == filepath.FromSlash(sampleFile) }) {
 		t.Errorf("%s is missing: it is the lesson's sample", sampleFile)
 	}
 	if len(invalid) < minInvalid {
@@ -509,9 +582,17 @@ func TestExamples(t *testing.T) {
 				t.Errorf("%s must be accepted, but the API server would reject it:\n  %s", e.path, strings.Join(errs, "\n  "))
 			}
 			// The controller must be able to read what the API server stores.
-			var book webappv1.Book
-			if err := yaml.UnmarshalStrict(e.yaml, &book); err != nil {
-				t.Errorf("%s: strict decoding into webappv1.Book: %v", e.path, err)
+			var book any
+			switch e.object(t)["apiVersion"] {
+			case webappv1.SchemeGroupVersion.String():
+				book = &webappv1.Book{}
+			case webappv2.SchemeGroupVersion.String():
+				book = &webappv2.Book{}
+			default:
+				t.Fatalf("%s: apiVersion %v is neither v1 nor v2", e.path, e.object(t)["apiVersion"])
+			}
+			if err := yaml.UnmarshalStrict(e.yaml, book); err != nil {
+				t.Errorf("%s: strict decoding into %T: %v", e.path, book, err)
 			}
 		})
 	}

@@ -23,8 +23,10 @@ import (
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	managedfields "k8s.io/apimachinery/pkg/util/managedfields"
 	v1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	v2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	internal "ydzs.io/book-controller/pkg/generated/applyconfiguration/internal"
 	webappv1 "ydzs.io/book-controller/pkg/generated/applyconfiguration/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/generated/applyconfiguration/webapp/v2"
 )
 
 // ForKind returns an apply configuration type for the given GroupVersionKind, or nil if no
@@ -38,6 +40,16 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &webappv1.BookSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("BookStatus"):
 		return &webappv1.BookStatusApplyConfiguration{}
+
+		// Group=webapp.ydzs.io, Version=v2
+	case v2.SchemeGroupVersion.WithKind("Book"):
+		return &webappv2.BookApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("BookSpec"):
+		return &webappv2.BookSpecApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("BookStatus"):
+		return &webappv2.BookStatusApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("Price"):
+		return &webappv2.PriceApplyConfiguration{}
 
 	}
 	return nil

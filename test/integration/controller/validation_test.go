@@ -1,92 +1,23 @@
 package controller_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/yaml"
-
-	"ydzs.io/book-controller/test/integration/framework"
 )
 
 // TestInvalidBooksAreRejectedByTheAPIServer sends every file in
-// manifests/examples/invalid to the real apiserver, the way kubectl would
-// (resolving apiVersion and kind through discovery), and expects a rejection
+// manifests/examples/invalid to the real apiserver, which serves
+// manifests/crd.yaml here, the way kubectl would, and expects a rejection
 // whose message names the field given in the file's "# expect:" comment.
+// test/integration/versions does the same, and with the v2 examples, against
+// manifests/crd-v2.yaml.
 func TestInvalidBooksAreRejectedByTheAPIServer(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	ns := env.Namespace(t)
-	cfg := env.RESTConfig()
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	groups, err := restmapper.GetAPIGroupResources(disc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDiscoveryRESTMapper(groups)
-
-	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "manifests", "examples", "invalid", "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) < 8 {
-		t.Fatalf("found %d invalid examples, want at least 8", len(files))
-	}
-	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			expect, validation := directives(data)
-			if expect == "" {
-				t.Fatalf("%s has no '# expect: FIELD' comment", file)
-			}
-			obj := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal(data, &obj.Object); err != nil {
-				t.Fatalf("not YAML: %v", err)
-			}
-			obj.SetNamespace(ns)
-
-			gvk := obj.GroupVersionKind()
-			mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err != nil {
-				// kubectl stops here too: the apiserver serves no such version.
-				if !strings.Contains(err.Error(), expect) {
-					t.Errorf("error %q does not name %q", err, expect)
-				}
-				return
-			}
-			_, err = dyn.Resource(mapping.Resource).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{FieldValidation: validation})
-			if err == nil {
-				t.Fatalf("the apiserver accepted an invalid Book")
-			}
-			if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
-				t.Errorf("rejected with %v, want 422 Invalid or 400 BadRequest", err)
-			}
-			if !strings.Contains(err.Error(), expect) {
-				t.Errorf("error %q does not name %q", err, expect)
-			}
-		})
-	}
+	env.RejectsInvalidExamples(t, "manifests/examples/invalid", 8)
 }
 
 // TestUnknownSpecFieldIsPrunedWithoutStrictValidation documents the other
@@ -113,20 +44,4 @@ func TestUnknownSpecFieldIsPrunedWithoutStrictValidation(t *testing.T) {
 	if _, found, _ := unstructured.NestedFieldNoCopy(created.Object, "spec", "color"); found {
 		t.Errorf("spec.color was stored; the structural schema should prune it")
 	}
-}
-
-// directives reads "# expect: X" and "# fieldValidation: Y" comment lines.
-func directives(data []byte) (expect, validation string) {
-	validation = "Strict"
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if v, ok := strings.CutPrefix(line, "# expect:"); ok {
-			expect = strings.TrimSpace(v)
-		}
-		if v, ok := strings.CutPrefix(line, "# fieldValidation:"); ok {
-			validation = strings.TrimSpace(v)
-		}
-	}
-	return expect, validation
 }

@@ -18,23 +18,41 @@ import (
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
+// The Book CRDs in manifests/: CRDFile, v1 alone, is the one users apply
+// today; CRDV2File serves v1 and v2, stores v2 and converts through the
+// conversion webhook (docs/api-versions.md).
+const (
+	CRDFile   = "crd.yaml"
+	CRDV2File = "crd-v2.yaml"
+)
+
 // LoadCRD reads manifests/crd.yaml, the file users apply.
 func LoadCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
-	data, err := os.ReadFile(filepath.Join(RepoRoot(), "manifests", "crd.yaml"))
+	return LoadCRDFile(CRDFile)
+}
+
+// LoadCRDFile reads the CRD in manifests/name.
+func LoadCRDFile(name string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	data, err := os.ReadFile(filepath.Join(RepoRoot(), "manifests", name))
 	if err != nil {
 		return nil, err
 	}
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := yaml.UnmarshalStrict(data, crd); err != nil {
-		return nil, fmt.Errorf("decoding manifests/crd.yaml: %w", err)
+		return nil, fmt.Errorf("decoding manifests/%s: %w", name, err)
 	}
 	return crd, nil
 }
 
-// InstallCRD creates the Book CRD and waits until it is Established, when
-// its API is served.
+// InstallCRD creates the Book CRD of manifests/crd.yaml and waits until it
+// is Established, when its API is served.
 func InstallCRD(ctx context.Context, client apiextensionsclient.Interface) error {
-	crd, err := LoadCRD()
+	return InstallCRDFile(ctx, client, CRDFile)
+}
+
+// InstallCRDFile is InstallCRD with the CRD in manifests/name.
+func InstallCRDFile(ctx context.Context, client apiextensionsclient.Interface, name string) error {
+	crd, err := LoadCRDFile(name)
 	if err != nil {
 		return err
 	}

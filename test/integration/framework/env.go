@@ -80,6 +80,9 @@ func Setup(installCRD bool) (*Env, error) {
 type SetupOptions struct {
 	// InstallCRD installs the Book CRD and waits until it is Established.
 	InstallCRD bool
+	// CRDFile is the CRD in manifests/ that InstallCRD installs: CRDFile
+	// (crd.yaml) when empty.
+	CRDFile string
 	// APIServerArgs and EtcdArgs are extra flags for kube-apiserver and etcd
 	// (localcluster.Options.APIServerArgs, EtcdArgs), for a test that needs a
 	// control plane of its own: a small etcd quota, no watch cache.
@@ -123,7 +126,7 @@ func SetupWith(o SetupOptions) (*Env, error) {
 	}
 	env, err := newEnv(cluster)
 	if err == nil && installCRD {
-		err = env.InstallCRDBeforeGC(ctx)
+		err = env.installCRDBeforeGC(ctx, o.CRDFile)
 	}
 	if err != nil {
 		_ = cluster.Stop()
@@ -196,7 +199,14 @@ func MainWithController(m *testing.M, installCRD bool, env **Env, binary *string
 // started after the CRD, it watches Books from the first moment, so tests of
 // garbage collection don't wait out that period.
 func (e *Env) InstallCRDBeforeGC(ctx context.Context) error {
-	if err := InstallCRD(ctx, e.Extensions); err != nil {
+	return e.installCRDBeforeGC(ctx, CRDFile)
+}
+
+func (e *Env) installCRDBeforeGC(ctx context.Context, file string) error {
+	if file == "" {
+		file = CRDFile
+	}
+	if err := InstallCRDFile(ctx, e.Extensions, file); err != nil {
 		return err
 	}
 	if err := e.Cluster.KillControllerManager(); err != nil {

@@ -26,22 +26,30 @@ import (
 	rest "k8s.io/client-go/rest"
 	flowcontrol "k8s.io/client-go/util/flowcontrol"
 	webappv1 "ydzs.io/book-controller/pkg/generated/clientset/versioned/typed/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/generated/clientset/versioned/typed/webapp/v2"
 )
 
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	WebappV1() webappv1.WebappV1Interface
+	WebappV2() webappv2.WebappV2Interface
 }
 
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
 	webappV1 *webappv1.WebappV1Client
+	webappV2 *webappv2.WebappV2Client
 }
 
 // WebappV1 retrieves the WebappV1Client
 func (c *Clientset) WebappV1() webappv1.WebappV1Interface {
 	return c.webappV1
+}
+
+// WebappV2 retrieves the WebappV2Client
+func (c *Clientset) WebappV2() webappv2.WebappV2Interface {
+	return c.webappV2
 }
 
 // Discovery retrieves the DiscoveryClient
@@ -92,6 +100,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.webappV2, err = webappv2.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 
 	cs.DiscoveryClient, err = discovery.NewDiscoveryClientForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
@@ -114,6 +126,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.webappV1 = webappv1.New(c)
+	cs.webappV2 = webappv2.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)
 	return &cs

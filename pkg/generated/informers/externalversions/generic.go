@@ -24,6 +24,7 @@ import (
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 	v1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	v2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // GenericInformer is type of SharedIndexInformer which will locate and delegate to other
@@ -55,6 +56,10 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=webapp.ydzs.io, Version=v1
 	case v1.SchemeGroupVersion.WithResource("books"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Webapp().V1().Books().Informer()}, nil
+
+		// Group=webapp.ydzs.io, Version=v2
+	case v2.SchemeGroupVersion.WithResource("books"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Webapp().V2().Books().Informer()}, nil
 
 	}
 

@@ -29,6 +29,8 @@ import (
 	clientset "ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	webappv1 "ydzs.io/book-controller/pkg/generated/clientset/versioned/typed/webapp/v1"
 	fakewebappv1 "ydzs.io/book-controller/pkg/generated/clientset/versioned/typed/webapp/v1/fake"
+	webappv2 "ydzs.io/book-controller/pkg/generated/clientset/versioned/typed/webapp/v2"
+	fakewebappv2 "ydzs.io/book-controller/pkg/generated/clientset/versioned/typed/webapp/v2/fake"
 )
 
 // NewSimpleClientset returns a clientset that will respond with the provided objects.
@@ -139,4 +141,9 @@ var (
 // WebappV1 retrieves the WebappV1Client
 func (c *Clientset) WebappV1() webappv1.WebappV1Interface {
 	return &fakewebappv1.FakeWebappV1{Fake: &c.Fake}
+}
+
+// WebappV2 retrieves the WebappV2Client
+func (c *Clientset) WebappV2() webappv2.WebappV2Interface {
+	return &fakewebappv2.FakeWebappV2{Fake: &c.Fake}
 }
