@@ -31,7 +31,7 @@ func LoadCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
 	return LoadCRDFile(CRDFile)
 }
 
-// LoadCRDFile reads the CRD in manifests/name.
+// LoadCRDFile reads the CRD in the file name of manifests/.
 func LoadCRDFile(name string) (*apiextensionsv1.CustomResourceDefinition, error) {
 	data, err := os.ReadFile(filepath.Join(RepoRoot(), "manifests", name))
 	if err != nil {
@@ -50,7 +50,7 @@ func InstallCRD(ctx context.Context, client apiextensionsclient.Interface) error
 	return InstallCRDFile(ctx, client, CRDFile)
 }
 
-// InstallCRDFile is InstallCRD with the CRD in manifests/name.
+// InstallCRDFile is InstallCRD with the CRD in the file name of manifests/.
 func InstallCRDFile(ctx context.Context, client apiextensionsclient.Interface, name string) error {
 	crd, err := LoadCRDFile(name)
 	if err != nil {

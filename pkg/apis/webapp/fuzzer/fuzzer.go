@@ -19,7 +19,7 @@ import (
 	v2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
-// Funcs is an apimachinery fuzzer.FuzzerFuncs for the webapp.ydzs.io group;
+// Funcs is apimachinery's fuzzer.FuzzerFuncs for the webapp.ydzs.io group;
 // merge it after metafuzzer.Funcs (fuzzer.MergeFuzzerFuncs), which fills
 // the object metadata.
 //
