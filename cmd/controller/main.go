@@ -32,7 +32,7 @@ func run(args []string) int {
 		debug.SetGCPercent(50)
 	}
 	o, err := parse(args, os.Stdout)
-	if errors.Is(err, errHelp) {
+	if errors.Is(err, errHelp) || errors.Is(err, errVersion) {
 		return 0
 	}
 	if err != nil {

@@ -80,7 +80,7 @@ func Build(ctx context.Context, o BuildOptions) (*Result, error) {
 	for _, p := range o.Platforms {
 		bin := filepath.Join(o.OutDir, "bin", p.OS+"_"+p.Architecture, filepath.Base(BinaryPath))
 		fmt.Fprintf(o.Log, "image: building %s for %s\n", BinaryPath[1:], p.String())
-		if err := compile(ctx, o.RepoRoot, p, bin); err != nil {
+		if err := compile(ctx, o.RepoRoot, p, o.Meta, bin); err != nil {
 			return nil, err
 		}
 		data, err := os.ReadFile(bin)
@@ -126,9 +126,11 @@ const BuildTags = "grpcnotrace"
 // (CGO_ENABLED=0), stripped binary with no local paths in it (-trimpath),
 // cross-compiled without emulation. No DWARF is generated (the linker would
 // strip it), as in every other build of ours, so the amd64 build reuses
-// their compiled packages.
-func compile(ctx context.Context, root string, p v1.Platform, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", BuildTags, "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags=-s -w", "-o", out, "./cmd/controller")
+// their compiled packages. The image's version and revision labels are what
+// the binary's --version prints (the Dockerfile's VERSION and COMMIT).
+func compile(ctx context.Context, root string, p v1.Platform, meta Metadata, out string) error {
+	ldflags := fmt.Sprintf("-s -w -X main.gitVersion=%s -X main.gitCommit=%s", meta.Version, meta.Revision)
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", BuildTags, "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags="+ldflags, "-o", out, "./cmd/controller")
 	cmd.Dir = root
 	// GOWORK=off: no go.work above the checkout leaks into the build.
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOWORK=off")
