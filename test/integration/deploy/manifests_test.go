@@ -73,9 +73,11 @@ var wantMetricsAuthRules = []string{
 }
 
 // wantLeaderElectionRules is what client-go's LeaseLock does, in the
-// controller's own namespace only.
+// controller's own namespace only, and the list --shards makes to see the
+// shard counts of the shard Leases' holders (pkg/shard/count.go).
 var wantLeaderElectionRules = []string{
 	"coordination.k8s.io leases get",
+	"coordination.k8s.io leases list",
 	"coordination.k8s.io leases create",
 	"coordination.k8s.io leases update",
 }

@@ -213,8 +213,8 @@ func TestServiceAccountCannotWriteOutsideItsRole(t *testing.T) {
 		{"delete a Lease in its namespace", func() error {
 			return kube.CoordinationV1().Leases(controllerNamespace).Delete(ctx, "book-controller", metav1.DeleteOptions{})
 		}},
-		{"list Leases in its namespace", func() error {
-			_, err := kube.CoordinationV1().Leases(controllerNamespace).List(ctx, metav1.ListOptions{})
+		{"list Leases outside its namespace", func() error {
+			_, err := kube.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
 			return err
 		}},
 		{"update its own Role", func() error {
@@ -242,8 +242,9 @@ func TestServiceAccountCannotWriteOutsideItsRole(t *testing.T) {
 		})
 	}
 
-	// And the Lease verbs leader election needs work, in its namespace only.
-	t.Run("get, create and update a Lease in its namespace", func(t *testing.T) {
+	// And the Lease verbs leader election needs work, in its namespace only
+	// (--shards also lists the shard Leases).
+	t.Run("get, list, create and update a Lease in its namespace", func(t *testing.T) {
 		leases := kube.CoordinationV1().Leases(controllerNamespace)
 		name := fmt.Sprintf("deploy-test-%d", time.Now().UnixNano())
 		if _, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
@@ -258,6 +259,9 @@ func TestServiceAccountCannotWriteOutsideItsRole(t *testing.T) {
 		}
 		l.Spec.HolderIdentity = &name
 		if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leases.List(ctx, metav1.ListOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	})
