@@ -68,6 +68,8 @@ verify: ## Fail if generated code is stale, code is not gofmt'ed or go vet compl
 	cd hack/tools/node && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff
 	cd hack/tools/containerd && GOWORK=off go mod tidy -diff
 	CGO_ENABLED=0 go vet -trimpath -tags e2e,grpcnotrace ./test/e2e/
+	CGO_ENABLED=0 go vet -trimpath $(GO_BUILD_FLAGS) -tags compat,grpcnotrace ./test/compat/
+	cd hack/tools/kubernetes-1.36 && GOWORK=off go mod tidy -diff
 
 # Every build of our binaries uses these flags (so do hack/demo.sh,
 # hack/local-up.sh and test/integration/framework's BuildController and
@@ -215,6 +217,17 @@ SHARD_ROUNDS ?= 1
 bench-shards: tools ## One replica vs SHARDS replicas with --shards and no other flag (SHARD_N=30000 Books over 30 namespaces): peak RSS, Books/s, CPU per Book, Books per shard; writes docs/bench/shards-*.
 	cd test/bench && go run . -shards $(SHARDS) -n $(SHARD_N) -rounds $(SHARD_ROUNDS) -out $(abspath docs/bench) \
 	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
+
+##@ Supported Kubernetes versions
+
+# The oldest supported minor version, whose control plane test-compat runs
+# (hack/tools/kubernetes-$(COMPAT_K8S)); the tests run the newest.
+COMPAT_K8S ?= 1.36
+
+.PHONY: test-compat
+test-compat: ## The binary with default flags on Kubernetes $(COMPAT_K8S)'s control plane: create, edit, tamper, delete, restart (the first run builds it: minutes).
+	hack/build-tools.sh --k8s $(COMPAT_K8S) etcd kube-apiserver kube-controller-manager >/dev/null
+	BOOK_COMPAT_KUBERNETES=$(COMPAT_K8S) CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags compat,grpcnotrace -count=1 -timeout 30m $(TESTFLAGS) ./test/compat/
 
 ##@ End to end (a real node)
 

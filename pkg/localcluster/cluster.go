@@ -44,6 +44,10 @@ type Options struct {
 	// empty, Start runs hack/build-tools.sh from the enclosing repository,
 	// which takes minutes the first time.
 	BinDir string
+	// Kubernetes is the minor version whose binaries Start builds when
+	// BinDir is empty, e.g. "1.36" (EnsureBinariesOf); empty: the one
+	// hack/tools/kubernetes pins, which the tests run.
+	Kubernetes string
 	// Log, if set, also receives the processes' output, each line prefixed
 	// with the process name. It is always written to Dir/logs too. Ignored
 	// when Detached, since the processes outlive this writer.
@@ -209,7 +213,7 @@ func binariesFor(ctx context.Context, opts Options) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if binDir, err = EnsureBinaries(ctx, root, names...); err != nil {
+		if binDir, err = EnsureBinariesOf(ctx, root, opts.Kubernetes, names...); err != nil {
 			return "", err
 		}
 	} else if err := checkBinaries(binDir, names...); err != nil {

@@ -88,6 +88,11 @@ type SetupOptions struct {
 	// localcluster.RegistryAddr (localcluster.Options.Node): for the e2e
 	// tests. It needs root and runc, and only one runs per machine.
 	Node bool
+	// Kubernetes runs the control plane of another supported minor
+	// version, e.g. "1.36" (localcluster.EnsureBinariesOf), built by
+	// hack/build-tools.sh --k8s; BOOK_TOOLS_BIN, which names the default
+	// version's binaries, is then ignored. Empty: the default version.
+	Kubernetes string
 }
 
 // SetupWith is Setup with a choice of what runs.
@@ -95,14 +100,17 @@ func SetupWith(o SetupOptions) (*Env, error) {
 	installCRD := o.InstallCRD
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	binDir := os.Getenv("BOOK_TOOLS_BIN")
+	var binDir string
+	if o.Kubernetes == "" {
+		binDir = os.Getenv("BOOK_TOOLS_BIN")
+	}
 	if binDir == "" {
 		names := []string{localcluster.Etcd, localcluster.KubeAPIServer, localcluster.KubeControllerManager}
 		if o.Node {
 			names = append(names, localcluster.NodeBinaries)
 		}
 		var err error
-		if binDir, err = localcluster.EnsureBinaries(ctx, RepoRoot(), names...); err != nil {
+		if binDir, err = localcluster.EnsureBinariesOf(ctx, RepoRoot(), o.Kubernetes, names...); err != nil {
 			return nil, err
 		}
 	}
