@@ -20,8 +20,8 @@ IMAGE_DIR := $(OUTPUT)/image
 # The image's OCI labels and its one timestamp; from git unless given. The
 # commit time as SOURCE_DATE_EPOCH keeps the digest the same for the same commit.
 IMAGE_SOURCE ?= https://ydzs.io/book-controller
-IMAGE_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
-IMAGE_REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+IMAGE_VERSION ?= $(shell hack/version.sh)
+IMAGE_REVISION ?= $(shell hack/version.sh --commit)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 # The platforms `make image` builds; make test-e2e builds only the node's.
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
@@ -69,6 +69,8 @@ verify: ## Fail if generated code is stale, code is not gofmt'ed or go vet compl
 	cd hack/tools/node && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff
 	cd hack/tools/containerd && GOWORK=off go mod tidy -diff
 	CGO_ENABLED=0 go vet -trimpath -tags e2e,grpcnotrace ./test/e2e/
+	CGO_ENABLED=0 go vet -trimpath $(GO_BUILD_FLAGS) -tags compat,grpcnotrace ./test/compat/
+	cd hack/tools/kubernetes-1.36 && GOWORK=off go mod tidy -diff
 
 # Every build of our binaries uses these flags (so do hack/demo.sh,
 # hack/local-up.sh and test/integration/framework's BuildController and
@@ -76,10 +78,18 @@ verify: ## Fail if generated code is stale, code is not gofmt'ed or go vet compl
 # package, shared with kube-apiserver's build (hack/tools/README.md).
 # GO_BUILD_FLAGS's tag changes only the few gRPC packages it selects files in.
 GO_BUILD := CGO_ENABLED=0 go build -trimpath $(GO_BUILD_FLAGS)
+# The version and commit stamped into the controller (book-controller
+# --version, the user agent), from git through hack/version.sh, as in every
+# other build of it; the link step alone sees them.
+VERSION_LDFLAGS = $(shell hack/version.sh --ldflags)
 
 .PHONY: build
-build: ## Build the controller binary into _output/bin/book-controller.
-	$(GO_BUILD) -o $(BIN_DIR)/book-controller ./cmd/controller
+build: ## Build the controller binary into _output/bin/book-controller, its version from git (hack/version.sh).
+	$(GO_BUILD) -ldflags '$(VERSION_LDFLAGS)' -o $(BIN_DIR)/book-controller ./cmd/controller
+
+.PHONY: version
+version: ## Print the version the builds stamp into the binary (hack/version.sh).
+	@hack/version.sh
 
 .PHONY: tools
 tools: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl (unless one within skew is on PATH) for the local cluster.
@@ -170,7 +180,7 @@ test-image: ## Build the image twice (same digest), push it to an in-process reg
 
 .PHONY: docker-build
 docker-build: ## Build the controller image $(IMG) (needs a Docker engine).
-	$(CONTAINER_TOOL) build -t $(IMG) .
+	$(CONTAINER_TOOL) build --build-arg VERSION='$(IMAGE_VERSION)' --build-arg COMMIT='$(IMAGE_REVISION)' -t $(IMG) .
 
 .PHONY: docker-push
 docker-push: ## Push the controller image $(IMG).
@@ -214,6 +224,17 @@ SHARD_ROUNDS ?= 1
 bench-shards: tools ## One replica vs SHARDS replicas with --shards and no other flag (SHARD_N=30000 Books over 30 namespaces): peak RSS, Books/s, CPU per Book, Books per shard; writes docs/bench/shards-*.
 	cd test/bench && go run . -shards $(SHARDS) -n $(SHARD_N) -rounds $(SHARD_ROUNDS) -out $(abspath docs/bench) \
 	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
+
+##@ Supported Kubernetes versions
+
+# The oldest supported minor version, whose control plane test-compat runs
+# (hack/tools/kubernetes-$(COMPAT_K8S)); the tests run the newest.
+COMPAT_K8S ?= 1.36
+
+.PHONY: test-compat
+test-compat: ## The binary with default flags on Kubernetes $(COMPAT_K8S)'s control plane: create, edit, tamper, delete, restart (the first run builds it: minutes).
+	hack/build-tools.sh --k8s $(COMPAT_K8S) etcd kube-apiserver kube-controller-manager >/dev/null
+	BOOK_COMPAT_KUBERNETES=$(COMPAT_K8S) CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags compat,grpcnotrace -count=1 -timeout 30m $(TESTFLAGS) ./test/compat/
 
 ##@ End to end (a real node)
 

@@ -4,8 +4,15 @@
 #
 #   _output/tools/k8s-<version>-etcd-<version>/bin/
 #
-#   hack/build-tools.sh [NAME...]
-#   hack/build-tools.sh --print-dir      only print the bin directory
+#   hack/build-tools.sh [--k8s MINOR] [NAME...]
+#   hack/build-tools.sh [--k8s MINOR] --print-dir   only print the bin directory
+#
+# --k8s MINOR (e.g. 1.36) picks the Kubernetes of another supported minor
+# version, pinned in hack/tools/kubernetes-MINOR (the compatibility smoke,
+# make test-compat); without it, or with the minor of hack/tools/kubernetes,
+# the one the local cluster and the tests run. Another minor builds etcd (the
+# same version), kube-apiserver and kube-controller-manager only, into a
+# directory of its own version.
 #
 # NAME is etcd, kube-apiserver, kube-controller-manager or kubectl; without
 # names, all four. The local cluster needs the first three; kubectl is for
@@ -55,18 +62,22 @@ NODE_ALL=(kubelet kube-scheduler containerd node-helper)
 
 log() { echo "build-tools: $*" >&2; }
 
-print_dir=
-if [[ "${1:-}" == --print-dir ]]; then
-	print_dir=1
+print_dir= k8s_minor=
+while (($#)); do
+	case $1 in
+	--print-dir) print_dir=1 ;;
+	--k8s)
+		[[ $# -ge 2 && "$2" =~ ^[0-9]+\.[0-9]+$ ]] || { log "--k8s needs a minor version such as 1.36"; exit 2; }
+		k8s_minor=$2
+		shift
+		;;
+	*) break ;;
+	esac
 	shift
-fi
+done
 want=()
 for n in "$@"; do
 	if [[ "$n" == node ]]; then want+=("${NODE_ALL[@]}"); else want+=("$n"); fi
-done
-((${#want[@]})) || want=("${ALL[@]}")
-for n in "${want[@]}"; do
-	[[ " ${ALL[*]} ${NODE_ALL[*]} " == *" $n "* ]] || { log "unknown binary \"$n\": want one of ${ALL[*]} ${NODE_ALL[*]} (or node)"; exit 2; }
 done
 
 command -v go >/dev/null || { log "go not found on PATH; install Go (see go.mod for the version)"; exit 1; }
@@ -83,6 +94,32 @@ mod_version() { # <module dir> <module path>
 }
 
 K8S_VERSION="$(mod_version "$K8S_MOD" k8s.io/kubernetes)"
+# Another supported minor: its own tools module, the control plane only.
+minor_of() { # v1.36.3 -> 1.36
+	local v="${1#v}"
+	echo "${v%%.*}.$(cut -d. -f2 <<<"$v")"
+}
+if [[ -n "$k8s_minor" && "$k8s_minor" != "$(minor_of "$K8S_VERSION")" ]]; then
+	if [[ ! -f "$ROOT/hack/tools/kubernetes-$k8s_minor/go.mod" ]]; then
+		supported="$(minor_of "$K8S_VERSION")"
+		for d in "$ROOT"/hack/tools/kubernetes-*/go.mod; do
+			[[ -f "$d" ]] && d="${d%/go.mod}" && supported+=" ${d##*/kubernetes-}"
+		done
+		log "no tools module for Kubernetes $k8s_minor (hack/tools/kubernetes-$k8s_minor): --k8s takes one of $supported"
+		exit 2
+	fi
+	K8S_MOD="$ROOT/hack/tools/kubernetes-$k8s_minor"
+	K8S_VERSION="$(mod_version "$K8S_MOD" k8s.io/kubernetes)"
+	ALL=(etcd kube-apiserver kube-controller-manager)
+	NODE_ALL=()
+fi
+((${#want[@]})) || want=("${ALL[@]}")
+for n in "${want[@]}"; do
+	[[ " ${ALL[*]} ${NODE_ALL[*]} " == *" $n "* ]] || {
+		log "unknown binary \"$n\" for Kubernetes $K8S_VERSION: want one of ${ALL[*]}${NODE_ALL[*]:+ ${NODE_ALL[*]} (or node)}"
+		exit 2
+	}
+done
 ETCD_VERSION="$(mod_version "$ETCD_MOD" go.etcd.io/etcd/server/v3)"
 BIN="$ROOT/_output/tools/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}/bin"
 if [[ -n "$print_dir" ]]; then

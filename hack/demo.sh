@@ -44,9 +44,12 @@ die() { echo "demo: $*" >&2; exit 1; }
 command -v go >/dev/null || die "go not found on PATH; install Go $(sed -n 's/^go //p' go.mod)"
 
 # The flags of every build of ours (Makefile GO_BUILD): packages shared with
-# kube-apiserver's build come from the Go build cache.
+# kube-apiserver's build come from the Go build cache. The controller gets
+# its version from git, as make build stamps it (hack/version.sh).
 go_build() { # <output name> <package>
-  CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -gcflags=all=-dwarf=false -o "$BIN_DIR/$1" "$2"
+  local ldflags=()
+  [[ "$2" != ./cmd/controller ]] || ldflags=(-ldflags "$(hack/version.sh --ldflags)")
+  CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -gcflags=all=-dwarf=false "${ldflags[@]}" -o "$BIN_DIR/$1" "$2"
 }
 
 controller_running() {

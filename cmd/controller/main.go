@@ -1,3 +1,19 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 // Command controller runs the Book controller: it parses flags, builds the
 // client configuration and hands over to pkg/manager. It holds no logic of
 // its own.
@@ -32,7 +48,7 @@ func run(args []string) int {
 		debug.SetGCPercent(50)
 	}
 	o, err := parse(args, os.Stdout)
-	if errors.Is(err, errHelp) {
+	if errors.Is(err, errHelp) || errors.Is(err, errVersion) {
 		return 0
 	}
 	if err != nil {

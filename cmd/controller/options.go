@@ -1,3 +1,19 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package main
 
 import (
@@ -32,6 +48,8 @@ type options struct {
 	// shardBoundaries is the removed --shard-boundaries, refused with
 	// the reason.
 	shardBoundaries []string
+	// showVersion is --version: print the version and exit.
+	showVersion bool
 	// mgr is passed to manager.Run, with the client configuration.
 	mgr manager.Config
 }
@@ -49,6 +67,7 @@ func newOptions() *options {
 // flagSet registers the flags, klog's included, on a fresh FlagSet.
 func (o *options) flagSet() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("book-controller", pflag.ContinueOnError)
+	fs.BoolVar(&o.showVersion, "version", false, "Print the version, the commit and the Go version it was built from, and exit.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig,
 		"Path to a kubeconfig. Defaults to $KUBECONFIG; when both are empty, the in-cluster configuration is used.")
 	fs.StringVar(&o.master, "master", o.master,
@@ -124,7 +143,12 @@ func (o *options) leaderElectionFlags(fs *pflag.FlagSet) {
 // then been written and the process should exit 0.
 var errHelp = errors.New("help requested")
 
-// parse parses args (without the program name) into a fresh options. It
+// errVersion is returned by parse when the user asked for --version; the
+// version has then been written and the process should exit 0.
+var errVersion = errors.New("version requested")
+
+// parse parses args (without the program name) into a fresh options, or
+// writes the usage (--help) or the version (--version) to usageOut. It
 // accepts the Go-style single dash that sample-controller and the lesson use
 // (-kubeconfig=PATH, -kubeconfig PATH) next to pflag's --kubeconfig.
 func parse(args []string, usageOut io.Writer) (*options, error) {
@@ -137,6 +161,12 @@ func parse(args []string, usageOut io.Writer) (*options, error) {
 			return nil, errHelp
 		}
 		return nil, fmt.Errorf("%v; run with --help to list the flags", err)
+	}
+	// Before any other check, as kube's components: --version answers
+	// whatever else the command line holds.
+	if o.showVersion {
+		fmt.Fprintln(usageOut, versionLine())
+		return nil, errVersion
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q: book-controller takes only flags; run with --help to list them", fs.Arg(0))

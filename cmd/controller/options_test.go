@@ -1,9 +1,26 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package main
 
 import (
 	"bytes"
 	"errors"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -279,5 +296,38 @@ func TestParseHelp(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestParseVersion(t *testing.T) {
+	old := gitVersion
+	gitVersion = "v9.8.7-test"
+	t.Cleanup(func() { gitVersion = old })
+	// --version answers even next to a flag value validate would refuse.
+	for _, args := range [][]string{{"--version"}, {"-version"}, {"--workers=0", "--version"}, {"--version", "extra"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var out bytes.Buffer
+			o, err := parse(args, &out)
+			if !errors.Is(err, errVersion) {
+				t.Fatalf("parse(%q) = %v, %v; want errVersion", args, o, err)
+			}
+			want := "book-controller v9.8.7-test (commit "
+			if got := out.String(); !strings.HasPrefix(got, want) || !strings.HasSuffix(got, ", built with "+runtime.Version()+")\n") {
+				t.Errorf("parse(%q) wrote %q, want %q…, built with %s)", args, got, want, runtime.Version())
+			}
+		})
+	}
+}
+
+func TestVersionStampedByTheLinker(t *testing.T) {
+	oldVersion, oldCommit := gitVersion, gitCommit
+	t.Cleanup(func() { gitVersion, gitCommit = oldVersion, oldCommit })
+	gitVersion, gitCommit = "", ""
+	if v, c := version(), commit(); v == "" || c == "" {
+		t.Errorf("unstamped: version %q, commit %q; want a fallback for both", v, c)
+	}
+	gitVersion, gitCommit = "v0.9.0+git.abc1234", "abc1234abc1234abc1234abc1234abc1234abc12"
+	if got, want := versionLine(), "book-controller v0.9.0+git.abc1234 (commit abc1234abc1234abc1234abc1234abc1234abc12, built with "+runtime.Version()+")"; got != want {
+		t.Errorf("versionLine() = %q, want %q", got, want)
 	}
 }

@@ -1,3 +1,19 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package localcluster
 
 import (
@@ -34,6 +50,15 @@ var controlPlane = []string{Etcd, KubeAPIServer, KubeControllerManager}
 // warm one a fraction of a second. The script's progress goes to os.Stderr
 // so that a slow first run is not silent.
 func EnsureBinaries(ctx context.Context, repoRoot string, names ...string) (binDir string, err error) {
+	return EnsureBinariesOf(ctx, repoRoot, "", names...)
+}
+
+// EnsureBinariesOf is EnsureBinaries for the Kubernetes of another
+// supported minor version, e.g. "1.36": its own tools module
+// (hack/tools/kubernetes-1.36, hack/build-tools.sh --k8s 1.36) builds Etcd,
+// KubeAPIServer and KubeControllerManager into a directory of its own. ""
+// is the version the tests run, as EnsureBinaries.
+func EnsureBinariesOf(ctx context.Context, repoRoot, kubernetes string, names ...string) (binDir string, err error) {
 	if len(names) == 0 {
 		names = controlPlane
 	}
@@ -41,9 +66,13 @@ func EnsureBinaries(ctx context.Context, repoRoot string, names ...string) (binD
 	if _, err := os.Stat(script); err != nil {
 		return "", fmt.Errorf("localcluster: %s not found: pass the repository root to EnsureBinaries", script)
 	}
+	args := []string{script}
+	if kubernetes != "" {
+		args = append(args, "--k8s", kubernetes)
+	}
 	var stdout bytes.Buffer
 	stderr := &tailBuffer{max: 4096}
-	cmd := exec.CommandContext(ctx, "bash", append([]string{script}, names...)...)
+	cmd := exec.CommandContext(ctx, "bash", append(args, names...)...)
 	cmd.Dir = repoRoot
 	cmd.Stdout = &stdout
 	cmd.Stderr = io.MultiWriter(os.Stderr, stderr)

@@ -1,3 +1,19 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package localcluster
 
 import (
@@ -44,6 +60,10 @@ type Options struct {
 	// empty, Start runs hack/build-tools.sh from the enclosing repository,
 	// which takes minutes the first time.
 	BinDir string
+	// Kubernetes is the minor version whose binaries Start builds when
+	// BinDir is empty, e.g. "1.36" (EnsureBinariesOf); empty: the one
+	// hack/tools/kubernetes pins, which the tests run.
+	Kubernetes string
 	// Log, if set, also receives the processes' output, each line prefixed
 	// with the process name. It is always written to Dir/logs too. Ignored
 	// when Detached, since the processes outlive this writer.
@@ -209,7 +229,7 @@ func binariesFor(ctx context.Context, opts Options) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if binDir, err = EnsureBinaries(ctx, root, names...); err != nil {
+		if binDir, err = EnsureBinariesOf(ctx, root, opts.Kubernetes, names...); err != nil {
 			return "", err
 		}
 	} else if err := checkBinaries(binDir, names...); err != nil {

@@ -1,3 +1,19 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package main
 
 import (
@@ -80,7 +96,7 @@ func Build(ctx context.Context, o BuildOptions) (*Result, error) {
 	for _, p := range o.Platforms {
 		bin := filepath.Join(o.OutDir, "bin", p.OS+"_"+p.Architecture, filepath.Base(BinaryPath))
 		fmt.Fprintf(o.Log, "image: building %s for %s\n", BinaryPath[1:], p.String())
-		if err := compile(ctx, o.RepoRoot, p, bin); err != nil {
+		if err := compile(ctx, o.RepoRoot, p, o.Meta, bin); err != nil {
 			return nil, err
 		}
 		data, err := os.ReadFile(bin)
@@ -126,9 +142,11 @@ const BuildTags = "grpcnotrace"
 // (CGO_ENABLED=0), stripped binary with no local paths in it (-trimpath),
 // cross-compiled without emulation. No DWARF is generated (the linker would
 // strip it), as in every other build of ours, so the amd64 build reuses
-// their compiled packages.
-func compile(ctx context.Context, root string, p v1.Platform, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", BuildTags, "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags=-s -w", "-o", out, "./cmd/controller")
+// their compiled packages. The image's version and revision labels are what
+// the binary's --version prints (the Dockerfile's VERSION and COMMIT).
+func compile(ctx context.Context, root string, p v1.Platform, meta Metadata, out string) error {
+	ldflags := fmt.Sprintf("-s -w -X main.gitVersion=%s -X main.gitCommit=%s", meta.Version, meta.Revision)
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", BuildTags, "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags="+ldflags, "-o", out, "./cmd/controller")
 	cmd.Dir = root
 	// GOWORK=off: no go.work above the checkout leaks into the build.
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOWORK=off")

@@ -1,3 +1,19 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package main
 
 import (
@@ -143,7 +159,7 @@ func TestImage(t *testing.T) {
 			bin := checkImage(t, img, p)
 			checkELF(t, bin, p)
 			if p.Architecture == runtime.GOARCH {
-				runHelp(t, bin)
+				runHelp(t, bin, testMeta)
 			}
 			checkTarball(t, res.Tarballs[p.String()], img)
 
@@ -304,8 +320,8 @@ func checkELF(t *testing.T, bin []byte, p v1.Platform) {
 }
 
 // runHelp runs the binary taken from the layer, as the container would
-// start it, with --help.
-func runHelp(t *testing.T, bin []byte) {
+// start it, with --help and with --version.
+func runHelp(t *testing.T, bin []byte, meta Metadata) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "book-controller")
 	if err := os.WriteFile(path, bin, 0o755); err != nil {
@@ -319,6 +335,12 @@ func runHelp(t *testing.T, bin []byte) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("book-controller --help lacks %q:\n%s", want, out)
 		}
+	}
+	// The version labels are what the binary says it is.
+	out, err = exec.Command(path, "--version").CombinedOutput()
+	want := "book-controller " + meta.Version + " (commit " + meta.Revision + ", built with go"
+	if err != nil || !strings.HasPrefix(string(out), want) {
+		t.Errorf("book-controller --version from the image: %v, %q; want %q…", err, out, want)
 	}
 }
 

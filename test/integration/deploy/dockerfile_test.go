@@ -1,3 +1,19 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package deploy_test
 
 import (
@@ -63,7 +79,7 @@ func TestDockerfileBuild(t *testing.T) {
 	if build == "" {
 		t.Fatal("no RUN line in the builder stage runs go build")
 	}
-	for _, want := range []string{"CGO_ENABLED=0 ", "go build ", " -tags grpcnotrace ", " -trimpath ", " -gcflags=all=-dwarf=false ", ` -ldflags="-s -w" `, " -o /book-controller ", " ./cmd/controller"} {
+	for _, want := range []string{"CGO_ENABLED=0 ", "go build ", " -tags grpcnotrace ", " -trimpath ", " -gcflags=all=-dwarf=false ", ` -ldflags="-s -w -X main.gitVersion=${VERSION} -X main.gitCommit=${COMMIT}" `, " -o /book-controller ", " ./cmd/controller"} {
 		if !strings.Contains(build+" ", want) {
 			t.Errorf("build step %q lacks %q", build, want)
 		}
@@ -80,9 +96,11 @@ func TestDockerfileBuild(t *testing.T) {
 	out := filepath.Join(tmp, "fs", "book-controller")
 	cmd := exec.Command("sh", "-c", strings.Replace(build, " -o /book-controller ", " -o "+out+" ", 1))
 	cmd.Dir = ctxDir
-	// ARGs docker sets for the target platform; GOWORK=off so that no
-	// go.work above the context leaks in.
-	cmd.Env = append(os.Environ(), "TARGETOS=linux", "TARGETARCH="+runtime.GOARCH, "GOWORK=off")
+	// ARGs docker sets for the target platform, and those make docker-build
+	// passes (hack/version.sh); GOWORK=off so that no go.work above the
+	// context leaks in.
+	const version, commit = "v0.0.0-dockerfiletest", "0123456789abcdef0123456789abcdef01234567"
+	cmd.Env = append(os.Environ(), "TARGETOS=linux", "TARGETARCH="+runtime.GOARCH, "GOWORK=off", "VERSION="+version, "COMMIT="+commit)
 	if output, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("the Dockerfile's build step failed in the build context: %v\n%s\n%s", err, build, output)
 	}
@@ -92,6 +110,12 @@ func TestDockerfileBuild(t *testing.T) {
 	})
 	t.Run("binary leaves out golang.org/x/net/trace", func(t *testing.T) {
 		checkNoNetTrace(t, out)
+	})
+	t.Run("binary carries the VERSION and COMMIT build arguments", func(t *testing.T) {
+		output, code := framework.RunToExit(t, time.Minute, "/book-controller", out, "--version")
+		if want := "book-controller " + version + " (commit " + commit + ", built with go"; code != 0 || !strings.HasPrefix(output, want) {
+			t.Errorf("/book-controller --version: exit code %d, %q; want 0 and %q…", code, output, want)
+		}
 	})
 	t.Run("binary accepts the Deployment's arguments", func(t *testing.T) {
 		for _, dir := range []string{baseDir, namespacedDir} {

@@ -1,3 +1,19 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package deploy_test
 
 import (
@@ -213,8 +229,8 @@ func TestServiceAccountCannotWriteOutsideItsRole(t *testing.T) {
 		{"delete a Lease in its namespace", func() error {
 			return kube.CoordinationV1().Leases(controllerNamespace).Delete(ctx, "book-controller", metav1.DeleteOptions{})
 		}},
-		{"list Leases in its namespace", func() error {
-			_, err := kube.CoordinationV1().Leases(controllerNamespace).List(ctx, metav1.ListOptions{})
+		{"list Leases outside its namespace", func() error {
+			_, err := kube.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
 			return err
 		}},
 		{"update its own Role", func() error {
@@ -242,8 +258,9 @@ func TestServiceAccountCannotWriteOutsideItsRole(t *testing.T) {
 		})
 	}
 
-	// And the Lease verbs leader election needs work, in its namespace only.
-	t.Run("get, create and update a Lease in its namespace", func(t *testing.T) {
+	// And the Lease verbs leader election needs work, in its namespace only
+	// (--shards also lists the shard Leases).
+	t.Run("get, list, create and update a Lease in its namespace", func(t *testing.T) {
 		leases := kube.CoordinationV1().Leases(controllerNamespace)
 		name := fmt.Sprintf("deploy-test-%d", time.Now().UnixNano())
 		if _, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
@@ -258,6 +275,9 @@ func TestServiceAccountCannotWriteOutsideItsRole(t *testing.T) {
 		}
 		l.Spec.HolderIdentity = &name
 		if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leases.List(ctx, metav1.ListOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -1,5 +1,21 @@
 //go:build linux
 
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package framework
 
 import (
@@ -7,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -20,9 +37,32 @@ import (
 // compares its build ID and leaves it alone.
 
 // BuildController builds cmd/controller into _output/bin/book-controller as
-// `make build` does, unless it is up to date, and returns its path.
+// `make build` does, its version and commit from hack/version.sh, unless it
+// is up to date, and returns its path.
 func BuildController() (string, error) {
-	return buildBinary("book-controller", RepoRoot(), "./cmd/controller")
+	ldflags, err := VersionLDFlags()
+	if err != nil {
+		return "", err
+	}
+	return buildBinary("book-controller", RepoRoot(), "./cmd/controller", "-ldflags", ldflags)
+}
+
+// VersionLDFlags are the -ldflags that stamp the version and commit into
+// the controller: `hack/version.sh --ldflags`, as the Makefile passes them.
+func VersionLDFlags() (string, error) {
+	return VersionScript("--ldflags")
+}
+
+// VersionScript runs hack/version.sh with args and returns its one line.
+func VersionScript(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(RepoRoot(), "hack", "version.sh"), args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/version.sh %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // BuildTwin builds the controller-runtime twin (examples/controller-runtime,
@@ -32,7 +72,7 @@ func BuildTwin() (string, error) {
 	return buildBinary("book-controller-runtime", filepath.Join(RepoRoot(), "examples", "controller-runtime"), "./cmd")
 }
 
-func buildBinary(name, moduleDir, pkg string) (string, error) {
+func buildBinary(name, moduleDir, pkg string, flags ...string) (string, error) {
 	binDir := filepath.Join(RepoRoot(), "_output", "bin")
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return "", err
@@ -48,11 +88,12 @@ func buildBinary(name, moduleDir, pkg string) (string, error) {
 		return "", fmt.Errorf("locking %s: %w", lock.Name(), err)
 	}
 	bin := filepath.Join(binDir, name)
-	cmd := exec.Command("go", "build", "-trimpath", "-tags", "grpcnotrace", "-gcflags=all=-dwarf=false", "-o", bin, pkg)
+	args := append(append([]string{"build", "-trimpath", "-tags", "grpcnotrace", "-gcflags=all=-dwarf=false"}, flags...), "-o", bin, pkg)
+	cmd := exec.Command("go", args...)
 	cmd.Dir = moduleDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building %s (CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -gcflags=all=-dwarf=false %s in %s): %v\n%s", name, pkg, moduleDir, err, out)
+		return "", fmt.Errorf("building %s (CGO_ENABLED=0 go %s in %s): %v\n%s", name, strings.Join(args, " "), moduleDir, err, out)
 	}
 	return bin, nil
 }

@@ -1,3 +1,19 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package framework
 
 import (
@@ -91,6 +107,11 @@ type SetupOptions struct {
 	// localcluster.RegistryAddr (localcluster.Options.Node): for the e2e
 	// tests. It needs root and runc, and only one runs per machine.
 	Node bool
+	// Kubernetes runs the control plane of another supported minor
+	// version, e.g. "1.36" (localcluster.EnsureBinariesOf), built by
+	// hack/build-tools.sh --k8s; BOOK_TOOLS_BIN, which names the default
+	// version's binaries, is then ignored. Empty: the default version.
+	Kubernetes string
 }
 
 // SetupWith is Setup with a choice of what runs.
@@ -98,14 +119,17 @@ func SetupWith(o SetupOptions) (*Env, error) {
 	installCRD := o.InstallCRD
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	binDir := os.Getenv("BOOK_TOOLS_BIN")
+	var binDir string
+	if o.Kubernetes == "" {
+		binDir = os.Getenv("BOOK_TOOLS_BIN")
+	}
 	if binDir == "" {
 		names := []string{localcluster.Etcd, localcluster.KubeAPIServer, localcluster.KubeControllerManager}
 		if o.Node {
 			names = append(names, localcluster.NodeBinaries)
 		}
 		var err error
-		if binDir, err = localcluster.EnsureBinaries(ctx, RepoRoot(), names...); err != nil {
+		if binDir, err = localcluster.EnsureBinariesOf(ctx, RepoRoot(), o.Kubernetes, names...); err != nil {
 			return nil, err
 		}
 	}
