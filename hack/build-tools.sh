@@ -8,7 +8,8 @@
 #   hack/build-tools.sh [--k8s MINOR] --print-dir   only print the bin directory
 #
 # --k8s MINOR (e.g. 1.36) picks the Kubernetes of another supported minor
-# version, pinned in hack/tools/kubernetes-MINOR (the compatibility smoke,
+# version, pinned in a tools module of its own such as hack/tools/kubernetes-1.36
+# (the compatibility smoke,
 # make test-compat); without it, or with the minor of hack/tools/kubernetes,
 # the one the local cluster and the tests run. Another minor builds etcd (the
 # same version), kube-apiserver and kube-controller-manager only, into a

@@ -35,7 +35,7 @@ import (
 )
 
 // headerFile is the header, relative to the repository root: the one
-// kube_codegen.sh writes into the generated files.
+// code-generator's kube_codegen.sh writes into the generated files.
 const headerFile = "hack/boilerplate.go.txt"
 
 func main() {

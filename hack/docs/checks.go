@@ -56,12 +56,13 @@ func LoadDocs(r *Repo) (*Docs, error) {
 	return d, nil
 }
 
-// prose is every doc written by hand: not the bench's reports under
-// docs/bench/, which are data a run wrote and are checked for links only.
+// prose is every doc that describes the project as it is: not the bench's
+// reports under docs/bench/, which are data a run wrote, nor CHANGELOG.md,
+// which tells what earlier releases had; both are checked for links only.
 func (d *Docs) prose() []*mdDoc {
 	var out []*mdDoc
 	for _, doc := range d.all {
-		if !strings.HasPrefix(doc.path, "docs/bench/") {
+		if !strings.HasPrefix(doc.path, "docs/bench/") && doc.path != "CHANGELOG.md" {
 			out = append(out, doc)
 		}
 	}
