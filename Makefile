@@ -258,3 +258,15 @@ CHAOS_ROUNDS ?= 10
 .PHONY: test-chaos
 test-chaos: tools ## Fault injection: API server/etcd/process/leader kills, namespace deletion, racing writer (CHAOS_BOOKS=, CHAOS_ROUNDS=).
 	CHAOS_BOOKS=$(CHAOS_BOOKS) CHAOS_ROUNDS=$(CHAOS_ROUNDS) CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags chaos,grpcnotrace -count=1 -timeout 60m $(TESTFLAGS) ./test/chaos/
+
+##@ The classic loop
+
+# The chaos tests that `make test-classic` runs with every layer off: all but
+# those of sharding (itself a layer, switched by --shards) and of the command
+# line.
+CLASSIC_CHAOS_SKIP ?= TestShard|TestBadCommandLine
+
+.PHONY: test-classic
+test-classic: tools ## The controller integration suite and the chaos suite's fault tests with every optimization layer off (--disable-layers=all): sample-controller's loop, still correct.
+	BOOK_DISABLE_LAYERS=all CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -count=1 -timeout 25m $(TESTFLAGS) ./test/integration/controller/
+	BOOK_DISABLE_LAYERS=all CHAOS_BOOKS=$(CHAOS_BOOKS) CHAOS_ROUNDS=$(CHAOS_ROUNDS) CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags chaos,grpcnotrace -count=1 -timeout 60m -skip '$(CLASSIC_CHAOS_SKIP)' $(TESTFLAGS) ./test/chaos/
