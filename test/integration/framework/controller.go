@@ -49,9 +49,10 @@ type ControllerOptions struct {
 
 // RunningController is a controller started by StartController.
 type RunningController struct {
-	cancel context.CancelFunc
-	exited chan struct{}
-	err    error
+	cancel   context.CancelFunc
+	exited   chan struct{}
+	err      error
+	exitedAt time.Time
 }
 
 // StartController runs the manager in-process until Stop or the end of the
@@ -91,6 +92,7 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 	go func() {
 		defer close(rc.exited)
 		rc.err = manager.Run(ctx, mc)
+		rc.exitedAt = time.Now()
 	}()
 	t.Cleanup(func() {
 		if err := rc.Stop(); err != nil && !errors.Is(err, manager.ErrLeaderElectionLost) {
@@ -102,6 +104,9 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 
 // Exited is closed when the controller's Run has returned.
 func (rc *RunningController) Exited() <-chan struct{} { return rc.exited }
+
+// ExitedAt is when Run returned; valid after Exited is closed.
+func (rc *RunningController) ExitedAt() time.Time { return rc.exitedAt }
 
 // Err is what Run returned; valid after Exited is closed.
 func (rc *RunningController) Err() error { return rc.err }
