@@ -2,7 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -22,7 +21,7 @@ func TestABacklogOpensOneConnectionPerClient(t *testing.T) {
 	t.Parallel()
 	const n, workers = 256, 64
 	ns := env.Namespace(t)
-	createBooks(t, ns, n)
+	env.CreateBooks(t, ns, "book", n)
 
 	cfg := env.ControllerServiceAccountConfig(t)
 	var dials atomic.Int32
@@ -33,7 +32,7 @@ func TestABacklogOpensOneConnectionPerClient(t *testing.T) {
 	}
 	env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: workers, RESTConfig: cfg,
 		EventQPS: 1, EventBurst: 1})
-	framework.Eventually(t, fmt.Sprintf("%d Books Ready", n), allReady(ns, n))
+	env.WaitForBooksReady(t, ns, n)
 
 	// The clients that dial without leader election or metrics: the
 	// informers' two (ConfigMaps, Books) and the workers' two (ConfigMaps
