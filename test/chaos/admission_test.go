@@ -310,7 +310,8 @@ func TestAdmissionMutationNoFight(t *testing.T) {
 		return missingLabels(cm, labels)
 	})
 
-	addr := startRefusalController(t, ns)
+	syncs := newSyncLog()
+	addr := startRefusalControllerWatched(t, ns, syncs)
 	start := time.Now()
 	want := createBooks(t, ns, "book", 30)
 	converged := waitConverged(t, ns, expectation{want: want})
@@ -320,7 +321,7 @@ func TestAdmissionMutationNoFight(t *testing.T) {
 	reconciles0 := metricValue(t, addr, "book_controller_reconcile_total", "controller", controller.Name)
 	// Every Book looked at again, its mutated ConfigMap in the cache: a
 	// controller that fights the mutators writes now.
-	nudge(t, ns, sortedNames(want))
+	nudge(t, syncs, ns, sortedNames(want))
 	quietEnd := time.Now()
 	reconciles := metricValue(t, addr, "book_controller_reconcile_total", "controller", controller.Name) - reconciles0
 	writes := controllerWrites(t, ns)
@@ -349,7 +350,7 @@ func TestAdmissionMutationNoFight(t *testing.T) {
 		return spec{title: "Edited " + name, price: old.Price + 100}
 	})
 	editConverged := waitConverged(t, ns, expectation{want: union(want, edits)})
-	nudge(t, ns, editedNames) // looked at again after the mutators changed the update
+	nudge(t, syncs, ns, editedNames) // looked at again after the mutators changed the update
 	expectMutated(t, ns, editedNames, labels)
 	writes = controllerWrites(t, ns)
 	perBook := map[string]int{}

@@ -120,7 +120,8 @@ func TestForeignConfigMaps(t *testing.T) {
 	}
 	changes := watchForeign(t, ns, list.ResourceVersion, foreignUIDs)
 
-	env.StartController(t, framework.ControllerOptions{Namespace: ns})
+	syncs := newSyncLog()
+	env.StartController(t, framework.ControllerOptions{Namespace: ns, Observer: syncs})
 	want := createBooks(t, ns, "book", n)
 	namesOf := func(ks ...string) map[string]bool {
 		out := map[string]bool{}
@@ -160,7 +161,7 @@ func TestForeignConfigMaps(t *testing.T) {
 	// except the forged ones, which wait for the garbage collector.
 	phase1 := waitConverged(t, ns, expectation{want: want, conflict: namesOf(noOwner, otherOwner, ourLabels),
 		earlier: namesOf(forged), ignore: uidsOf(ourLabels, forged)})
-	nudge(t, ns, slices.Sorted(maps.Keys(namesOf(kinds...))))
+	nudge(t, syncs, ns, slices.Sorted(maps.Keys(namesOf(kinds...))))
 	untouched("with the garbage collector down", kinds...)
 
 	// Phase 2: the garbage collector deletes the forged ConfigMaps, whose

@@ -310,7 +310,7 @@ func TestLeaderPartitioned(t *testing.T) {
 			inFlight++
 		}
 	}
-	figure(t, "leader partitioned for %v: it exited %v after the cut, the standby took over %v after it; none of its writes after the heal (%d in flight at the cut)",
+	figure(t, "leader partitioned for %v: it exited %v after its loss (its last renewal plus the renew deadline), the standby took over %v after the cut; none of its writes after the heal (%d in flight at the cut)",
 		partition, took.Round(10*time.Millisecond), takeover.Round(10*time.Millisecond), inFlight)
 }
 
@@ -493,6 +493,6 @@ func TestSIGTERMDuringDrainLosingTheLease(t *testing.T) {
 	if ok {
 		recordTakeover(next.From.Sub(cutAt))
 	}
-	figure(t, "SIGTERM, then the Lease lost during the drain: the leader exited %v after the cut; %d writes, %d outside their writer's leadership",
+	figure(t, "SIGTERM, then the Lease lost during the drain: the leader exited %v after its loss (its last renewal plus the renew deadline); %d writes, %d outside their writer's leadership",
 		took.Round(10*time.Millisecond), len(rep.Writes), len(rep.Outside))
 }

@@ -5,61 +5,92 @@ package chaos_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
 	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/pkg/controller"
-	"ydzs.io/book-controller/pkg/metrics"
 )
 
 // A check that the controller left something alone (wrote nothing into a
 // held ConfigMap, did not fight a mutating webhook) means something only
 // once the controller has looked at it since: nudge is that marker.
 
-// syncs counts the syncs, of any result, of the in-process controllers. The
-// chaos tests run one at a time: they are the test's own controller's.
-func syncs() float64 {
-	n := 0.0
-	for _, r := range []string{metrics.ResultSuccess, metrics.ResultError, metrics.ResultConflict} {
-		n += testutil.ToFloat64(metrics.ReconcileTotal.WithLabelValues(controller.Name, r))
-	}
-	return n
+// syncLog is a controller.Observer (framework.ControllerOptions.Observer)
+// that records, for each Book, when the last sync that has ended began.
+type syncLog struct {
+	mu      sync.Mutex
+	started map[cache.ObjectName]time.Time // by a worker, not yet ended
+	ended   map[cache.ObjectName]time.Time // the start of the last ended
 }
+
+func newSyncLog() *syncLog {
+	return &syncLog{started: map[cache.ObjectName]time.Time{}, ended: map[cache.ObjectName]time.Time{}}
+}
+
+func (l *syncLog) WorkerBusy(_ int, key cache.ObjectName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.started[key] = time.Now()
+}
+
+func (l *syncLog) Synced(o controller.SyncOutcome) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended[o.Key] = l.started[o.Key]
+}
+
+// syncedSince reports whether a sync of key that began after t has ended.
+func (l *syncLog) syncedSince(key cache.ObjectName, t time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended[key].After(t)
+}
+
+func (l *syncLog) Event(controller.HandlerEvent)                      {}
+func (l *syncLog) Relist(controller.Informer, error)                  {}
+func (l *syncLog) CacheWait(cache.ObjectName, string, string, string) {}
+func (l *syncLog) Wrote(controller.APIWrite)                          {}
+func (l *syncLog) Backoff(cache.ObjectName, time.Duration)            {}
 
 // nudgeAnnotation is what nudge writes on a Book.
 const nudgeAnnotation = "chaos.test.ydzs.io/nudged"
 
 // nudge annotates each named Book in ns, a change by somebody else that is
 // no echo of the controller's own writes, so each is queued again; then it
-// waits until the in-process controller has synced that many times more.
-// Each of those syncs began after the nudge, and looked at the world as it
-// is now: whatever it would write, it has written.
-func nudge(t *testing.T, ns string, names []string) {
+// waits until the controller watched by syncs has ended, for each, a sync
+// that began after the nudge. Each such sync looked at the world as it is
+// now: whatever it would write, it has written.
+func nudge(t *testing.T, syncs *syncLog, ns string, names []string) {
 	t.Helper()
-	base := syncs()
 	books := env.Books.WebappV1().Books(ns)
-	stamp := time.Now().Format(time.RFC3339Nano)
+	nudged := time.Now()
 	for _, name := range names {
 		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			b, err := books.Get(context.Background(), name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			metav1.SetMetaDataAnnotation(&b.ObjectMeta, nudgeAnnotation, stamp)
+			metav1.SetMetaDataAnnotation(&b.ObjectMeta, nudgeAnnotation, nudged.Format(time.RFC3339Nano))
 			_, err = books.Update(context.Background(), b, metav1.UpdateOptions{})
 			return err
 		}); err != nil {
 			t.Fatalf("nudging Book %s/%s: %v", ns, name, err)
 		}
 	}
-	poll.Eventually(t, fmt.Sprintf("%d syncs after nudging %d Books", len(names), len(names)), pollInterval, convergeTimeout(len(names)),
+	poll.Eventually(t, fmt.Sprintf("each of %d nudged Books to be synced", len(names)), pollInterval, convergeTimeout(len(names)),
 		func(context.Context) error {
-			n := syncs() - base
-			return poll.Done(n >= float64(len(names)), "%v syncs", n)
+			var waiting []string
+			for _, name := range names {
+				if !syncs.syncedSince(cache.ObjectName{Namespace: ns, Name: name}, nudged) {
+					waiting = append(waiting, name)
+				}
+			}
+			return poll.Done(len(waiting) == 0, "%d not yet synced since the nudge: %v", len(waiting), waiting[:min(len(waiting), 10)])
 		})
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/manager"
 )
 
@@ -45,6 +46,10 @@ type ControllerOptions struct {
 	EventBurst int
 	// FIFOQueue turns the queue's live-first order off (controller.Options).
 	FIFOQueue bool
+	// Observer, if set, is told each step of each Book's way through the
+	// controller (controller.Options.Observer): a test that must know a
+	// Book was synced after some moment watches with it.
+	Observer controller.Observer
 }
 
 // RunningController is a controller started by StartController.
@@ -85,6 +90,7 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 		EventBurst:     opts.EventBurst,
 	}
 	mc.Controller.FIFOQueue = opts.FIFOQueue
+	mc.Controller.Observer = opts.Observer
 	mc.Controller.ConflictRecheck = opts.ConflictRecheck
 	if mc.Controller.ConflictRecheck == 0 {
 		mc.Controller.ConflictRecheck = time.Second
