@@ -29,8 +29,10 @@ const (
 	// duration) to a standby's acquisition of the Lease.
 	TakeoverSlack = 3 * takeoverP99
 
-	leaseLossExitP99 = 2 * time.Second
-	takeoverP99      = 2 * time.Second
+	// The p99s of `make bench-bounds BOUNDS_COUNT=30` on 2026-12-04
+	// (docs/bench/bounds.md): 150 and 59 samples, maxima 1508 and 1560 ms.
+	leaseLossExitP99 = 718 * time.Millisecond
+	takeoverP99      = 1560 * time.Millisecond
 )
 
 // Names of the bound samples, as BoundSample logs them.
