@@ -225,6 +225,13 @@ bench-shards: tools ## One replica vs SHARDS replicas with --shards and no other
 	cd test/bench && go run . -shards $(SHARDS) -n $(SHARD_N) -rounds $(SHARD_ROUNDS) -out $(abspath docs/bench) \
 	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
 
+# Runs of the tests that keep wall-clock bounds, for bench-bounds.
+BOUNDS_COUNT ?= 20
+
+.PHONY: bench-bounds
+bench-bounds: tools ## Measure the two wall-clock bounds the tests keep (lease loss to stop, lease expiry to takeover) over BOUNDS_COUNT runs: p50/p99/max; writes docs/bench/bounds.md.
+	cd test/bench && go run . -bounds $(BOUNDS_COUNT) -out $(abspath docs/bench)
+
 ##@ Supported Kubernetes versions
 
 # The oldest supported minor version, whose control plane test-compat runs

@@ -88,6 +88,8 @@ func (o *options) flagSet() *pflag.FlagSet {
 			strings.Join(controller.LayerNames(), ", ")+`, or "all". Default: none.`)
 	fs.DurationVar(&o.mgr.ResyncPeriod, "resync-period", o.mgr.ResyncPeriod,
 		"How often the informers replay their caches to the controller; 0 disables resync.")
+	fs.DurationVar(&o.mgr.Controller.ConflictRecheck, "conflict-recheck", o.mgr.Controller.ConflictRecheck,
+		"How often a Book whose ConfigMap name is held by another object, or by its own ConfigMap on its way out, is looked at again.")
 	fs.Float32Var(&o.qps, "kube-api-qps", o.qps,
 		"Requests per second the controller may send to the API server (client-side limit).")
 	fs.IntVar(&o.burst, "kube-api-burst", o.burst,
@@ -232,6 +234,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("--shards %d needs --leader-elect: each shard is served by the replica holding its Lease", m.Shards)
 	case m.ResyncPeriod < 0:
 		return fmt.Errorf("--resync-period must be 0 (off) or positive, got %s", m.ResyncPeriod)
+	case m.Controller.ConflictRecheck <= 0:
+		return fmt.Errorf("--conflict-recheck must be positive, got %s", m.Controller.ConflictRecheck)
 	case o.qps == 0:
 		// client-go reads a QPS of 0 as "unset" and applies its default of 5.
 		return fmt.Errorf("--kube-api-qps must be positive, or -1 to disable client-side rate limiting; got 0, which client-go would turn into 5")

@@ -208,6 +208,7 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"-resync-period=1"}, "--resync-period"}, // a duration needs a unit
 		{[]string{"--resync-period", "soon"}, "--resync-period"},
 		{[]string{"-resync-period=-1m"}, "--resync-period"},
+		{[]string{"--conflict-recheck=0s"}, "--conflict-recheck"},
 		{[]string{"--kube-api-qps=-2"}, "--kube-api-qps"},
 		{[]string{"--kube-api-qps=0"}, "client-go would turn into 5"}, // not silently 5 QPS
 		{[]string{"--kube-api-burst=0"}, "--kube-api-burst"},

@@ -269,10 +269,14 @@ func (d *demo) waitReady(ctx context.Context, pid int, timeout time.Duration) er
 	}
 }
 
+// isReady: Ready for the Book's current generation, as the tests count it
+// (test/integration/framework.IsReady; a tool does not import the tests'
+// framework).
 func isReady(b *webappv1.Book) bool {
 	for _, c := range b.Status.Conditions {
 		if c.Type == "Ready" {
-			return c.Status == metav1.ConditionTrue
+			return c.Status == metav1.ConditionTrue && c.ObservedGeneration == b.Generation &&
+				b.Status.ObservedGeneration == b.Generation
 		}
 	}
 	return false

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -123,16 +124,19 @@ func TestUnchangedHoldsOnlyAfterTheValueStoppedMoving(t *testing.T) {
 		t.Fatalf("after a change: %v, want not yet, at 1", err)
 	}
 
-	quick := Unchanged(20*time.Millisecond, value)
-	if err := quick(t.Context()); err == nil {
-		t.Fatal("held at the first look")
-	}
-	time.Sleep(25 * time.Millisecond)
-	if err := quick(t.Context()); err != nil {
-		t.Errorf("unchanged for 25ms of 20ms: %v", err)
-	}
-	n++
-	if err := quick(t.Context()); err == nil {
-		t.Error("held right after a change")
-	}
+	// On the fake clock of a synctest bubble, 25 ms pass exactly.
+	synctest.Test(t, func(t *testing.T) {
+		quick := Unchanged(20*time.Millisecond, value)
+		if err := quick(t.Context()); err == nil {
+			t.Fatal("held at the first look")
+		}
+		time.Sleep(25 * time.Millisecond)
+		if err := quick(t.Context()); err != nil {
+			t.Errorf("unchanged for 25ms of 20ms: %v", err)
+		}
+		n++
+		if err := quick(t.Context()); err == nil {
+			t.Error("held right after a change")
+		}
+	})
 }

@@ -23,6 +23,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -93,58 +94,66 @@ var errLost = errors.New("lost the Lease")
 // TestAbortDuringDrainStopsAtOnce: a replica that loses its Lease in the
 // middle of a graceful drain must stop writing then, not when the drain
 // would have ended: the sync in flight is cancelled with Abort's cause, the
-// key still queued is never synced, and Run returns.
+// key still queued is never synced, and Run returns. In a synctest bubble,
+// so that synctest.Wait can show Run blocked in the drain rather than
+// merely not yet returned.
 func TestAbortDuringDrainStopsAtOnce(t *testing.T) {
-	f := newFixture(t, Options{DrainTimeout: time.Hour})
-	f.startInformers()
-	first, second := bookKey("first"), bookKey("second")
-	started := make(chan struct{})
-	var cause atomic.Value
-	var synced []cache.ObjectName
-	var mu sync.Mutex
-	f.c.syncHandler = func(ctx context.Context, k cache.ObjectName) (Result, error) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, Options{DrainTimeout: time.Hour})
+		f.startInformers()
+		first, second := bookKey("first"), bookKey("second")
+		started := make(chan struct{})
+		var cause atomic.Value
+		var synced []cache.ObjectName
+		var mu sync.Mutex
+		f.c.syncHandler = func(ctx context.Context, k cache.ObjectName) (Result, error) {
+			mu.Lock()
+			synced = append(synced, k)
+			mu.Unlock()
+			if k == first {
+				close(started)
+				<-ctx.Done()
+				cause.Store(context.Cause(ctx))
+				// Not ctx.Err(): a failed sync goes to HandleError, whose
+				// backoff sleeps by a clock shared across tests, not the
+				// bubble's.
+				return Result{}, nil
+			}
+			return Result{}, nil
+		}
+		f.c.queue.Add(first)
+		f.c.queue.Add(second)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- f.c.Run(ctx, 1) }()
+		<-started
+		cancel() // SIGTERM: the drain begins, and waits for the sync in flight
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned (%v) during the drain with a sync in flight", err)
+		default:
+		}
+
+		f.c.Abort(errLost)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Run did not return within 5s of Abort during a drain")
+		}
+		if got, _ := cause.Load().(error); !errors.Is(got, errLost) {
+			t.Errorf("the sync in flight was cancelled with cause %v, want %v", got, errLost)
+		}
 		mu.Lock()
-		synced = append(synced, k)
-		mu.Unlock()
-		if k == first {
-			close(started)
-			<-ctx.Done()
-			cause.Store(context.Cause(ctx))
-			return Result{}, ctx.Err()
+		defer mu.Unlock()
+		if !slices.Equal(synced, []cache.ObjectName{first}) {
+			t.Errorf("synced %v after Abort, want only %v", synced, first)
 		}
-		return Result{}, nil
-	}
-	f.c.queue.Add(first)
-	f.c.queue.Add(second)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.c.Run(ctx, 1) }()
-	<-started
-	cancel() // SIGTERM: the drain begins, and waits for the sync in flight
-	select {
-	case err := <-done:
-		t.Fatalf("Run returned (%v) during the drain with a sync in flight", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-
-	f.c.Abort(errLost)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return within 5s of Abort during a drain")
-	}
-	if got, _ := cause.Load().(error); !errors.Is(got, errLost) {
-		t.Errorf("the sync in flight was cancelled with cause %v, want %v", got, errLost)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(synced, []cache.ObjectName{first}) {
-		t.Errorf("synced %v after Abort, want only %v", synced, first)
-	}
+	})
 }
 
 // TestAbortBeforeRunStartsNoWorker: leadership lost between taking the

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -175,37 +176,43 @@ func TestFenceClosesAtOnceWhenTheLeaseIsTaken(t *testing.T) {
 }
 
 // TestFenceStepDownWaitsForTheWritesInFlight: the Lease is released only
-// after the last write has been answered.
+// after the last write has been answered. It runs in a synctest bubble:
+// synctest.Wait returns once every goroutine of the test is blocked, so a
+// stepDown that would return, or an expiry that would fire, has done so
+// by then.
 func TestFenceStepDownWaitsForTheWritesInFlight(t *testing.T) {
-	f := newFenceFixture(t)
-	f.fence.renewed(f.clock.Now())
-	if _, err := f.fence.admit(); err != nil {
-		t.Fatal(err)
-	}
-	stepped := make(chan bool)
-	go func() { stepped <- f.fence.stepDown(context.Background()) }()
-	select {
-	case <-stepped:
-		t.Fatal("stepDown returned with a write in flight")
-	case <-time.After(50 * time.Millisecond):
-	}
-	f.refusedWith(t, "shutting down")
-	f.fence.done()
-	if ok := <-stepped; !ok {
-		t.Error("stepDown reported a loss")
-	}
-	// Stepped down: the deadline passing or the Lease moving is no loss.
-	f.fence.taken("next")
-	f.clock.Step(2 * testRenewDeadline)
-	time.Sleep(10 * time.Millisecond) // let a (wrong) expiry goroutine run
-	select {
-	case <-f.fence.lost:
-		t.Fatal("lost after stepping down")
-	default:
-	}
-	if f.fence.stepDown(context.Background()) != true {
-		t.Error("a second stepDown reported a loss")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFenceFixture(t)
+		f.fence.renewed(f.clock.Now())
+		if _, err := f.fence.admit(); err != nil {
+			t.Fatal(err)
+		}
+		stepped := make(chan bool)
+		go func() { stepped <- f.fence.stepDown(context.Background()) }()
+		synctest.Wait()
+		select {
+		case <-stepped:
+			t.Fatal("stepDown returned with a write in flight")
+		default:
+		}
+		f.refusedWith(t, "shutting down")
+		f.fence.done()
+		if ok := <-stepped; !ok {
+			t.Error("stepDown reported a loss")
+		}
+		// Stepped down: the deadline passing or the Lease moving is no loss.
+		f.fence.taken("next")
+		f.clock.Step(2 * testRenewDeadline)
+		synctest.Wait() // a (wrong) expiry has run
+		select {
+		case <-f.fence.lost:
+			t.Fatal("lost after stepping down")
+		default:
+		}
+		if f.fence.stepDown(context.Background()) != true {
+			t.Error("a second stepDown reported a loss")
+		}
+	})
 }
 
 func TestFenceStepDownAfterALossReportsIt(t *testing.T) {

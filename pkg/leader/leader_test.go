@@ -21,6 +21,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"ydzs.io/book-controller/internal/leasetest"
+	"ydzs.io/book-controller/internal/poll"
 )
 
 const (
@@ -264,9 +266,17 @@ func TestRunLosesAtTheRenewDeadline(t *testing.T) {
 }
 
 // TestRunStandsByWhileAnotherHolds: the work never starts, nothing is
-// written, and a shutdown leaves the other holder's Lease as it was.
+// written, and a shutdown leaves the other holder's Lease as it was. The
+// elector reading the Lease a third time is the marker: it decides on each
+// read before the next, so by then it has twice found the Lease held and
+// twice had the chance to (wrongly) take it.
 func TestRunStandsByWhileAnotherHolds(t *testing.T) {
 	f := newRunFixture(t, "me")
+	var reads atomic.Int32
+	f.kube.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		reads.Add(1)
+		return false, nil, nil
+	})
 	now := metav1.NewMicroTime(time.Now())
 	_, err := f.kube.CoordinationV1().Leases(testNamespace).Create(context.Background(), &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: testLease},
@@ -276,10 +286,19 @@ func TestRunStandsByWhileAnotherHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ours := len(f.kube.Actions()) // the test's own create
 	work := newTestWork(f.elector.Fence())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := f.run(t, ctx, work)
-	time.Sleep(500 * time.Millisecond) // five retry periods
+	poll.Eventually(t, "the elector to read the Lease three times", 10*time.Millisecond, 10*time.Second, func(context.Context) error {
+		n := reads.Load()
+		return poll.Done(n >= 3, "%d reads", n)
+	})
+	for _, a := range f.kube.Actions()[ours:] {
+		if a.GetVerb() != "get" {
+			t.Errorf("the standby wrote the Lease held by another: %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
 	select {
 	case <-work.started:
 		t.Fatal("the work started while another replica holds the Lease")

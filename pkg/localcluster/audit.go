@@ -32,13 +32,17 @@ const (
 // user agent, timestamps, response code), and every write to a Lease at
 // RequestResponse level, whose bodies say who the holder became, when it
 // was renewed and which version of the Lease that stored, so leadership
-// intervals can be derived too. Reads and watches are not recorded; they
-// would dwarf the rest.
+// intervals can be derived too. Each is recorded at both ends, its start
+// and its answer. Reads and watches are not recorded; they would dwarf the
+// rest.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
-# ResponseComplete carries both the time the request was received and the
-# time it was answered; RequestReceived would only double the lines.
-omitStages: ["RequestReceived"]
+# Each request is recorded when it begins (RequestReceived) and when it has
+# been answered (ResponseComplete, which carries both times): a reader can
+# then tell whether every request begun before some moment has been answered
+# and recorded (test/integration/framework's AuditLog), instead of guessing
+# how long a write may take.
+omitStages: []
 rules:
 - level: RequestResponse
   verbs: ["create", "update", "patch", "delete"]

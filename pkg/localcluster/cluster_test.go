@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,6 +36,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/sharding"
+	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -246,9 +248,16 @@ func TestKillAndRestart(t *testing.T) {
 	}
 	events := readAuditLog(t, c.AuditLogPath())
 	found := map[string]bool{}
+	// Each write is recorded when it begins and when it is answered, which
+	// test/integration/framework's AuditLog relies on.
+	stages := map[types.UID][]auditv1.Stage{}
 	for _, e := range events {
 		if e.UserAgent != cfg.UserAgent || e.Verb != "create" || e.ObjectRef == nil {
 			continue
+		}
+		stages[e.AuditID] = append(stages[e.AuditID], e.Stage)
+		if e.Stage != auditv1.StageResponseComplete {
+			continue // the beginning has no body yet
 		}
 		found[e.ObjectRef.Resource+"/"+e.ObjectRef.Name] = true
 		if e.ObjectRef.Resource == "leases" && (e.RequestObject == nil || !strings.Contains(string(e.RequestObject.Raw), `"holderIdentity":"writer-1"`)) {
@@ -261,6 +270,11 @@ func TestKillAndRestart(t *testing.T) {
 	for _, want := range []string{"configmaps/survivor", "configmaps/after-restart", "leases/audited"} {
 		if !found[want] {
 			t.Errorf("the audit log has no create of %s by %q (%d events)", want, cfg.UserAgent, len(events))
+		}
+	}
+	for id, got := range stages {
+		if want := []auditv1.Stage{auditv1.StageRequestReceived, auditv1.StageResponseComplete}; !slices.Equal(got, want) {
+			t.Errorf("request %s is recorded at the stages %v, want %v", id, got, want)
 		}
 	}
 }

@@ -20,11 +20,15 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -107,9 +111,16 @@ func containsAll(s string, subs ...string) bool {
 // TestReplicaWaitsForAnotherCount: a replica with --shards 1 takes no
 // shard, and stays ready, while a replica with --shards 4 holds shard 3's
 // Lease, though its own shard's Lease is free; once that Lease is released
-// it takes its shard, and its Lease carries its count.
+// it takes its shard, and its Lease carries its count. Three more checks of
+// the shard Leases (each a List) after it first saw the other count are the
+// marker: each was an attempt to take the shard, refused.
 func TestReplicaWaitsForAnotherCount(t *testing.T) {
 	f := newReplicaFixture(t)
+	var checks atomic.Int32
+	f.kube.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		checks.Add(1)
+		return false, nil, nil
+	})
 	other := LeaseName(leaseID, 3)
 	var all coordinationv1.LeaseList
 	putLease(t, &all, other, "old", "4", time.Now())
@@ -126,7 +137,14 @@ func TestReplicaWaitsForAnotherCount(t *testing.T) {
 	poll.Eventually(t, "the replica to see the other count", 10*time.Millisecond, 10*time.Second, func(context.Context) error {
 		return poll.Done(f.replica.LeasesOfOtherCount() == 1, "blocking %d", f.replica.LeasesOfOtherCount())
 	})
-	time.Sleep(500 * time.Millisecond) // five retry periods
+	seen := checks.Load()
+	poll.Eventually(t, "three more checks of the shard Leases", 10*time.Millisecond, 10*time.Second, func(ctx context.Context) error {
+		if _, err := f.kube.CoordinationV1().Leases(leaseNS).Get(ctx, LeaseName(leaseID, 0), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("the replica's shard Lease was written while another count holds a Lease (get: %v)", err)
+		}
+		n := checks.Load() - seen
+		return poll.Done(n >= 3, "%d more", n)
+	})
 	if s := f.status(t); s.Held || !f.replica.Synced() {
 		t.Fatalf("while another count holds a Lease: status %+v, ready %v; want not held, ready", s, f.replica.Synced())
 	}

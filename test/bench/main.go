@@ -91,6 +91,7 @@ type options struct {
 	pacedCreators   int
 	preCreateConcy  int
 	shards          int
+	bounds          int
 	shardNamespaces int
 	liveConfigs     []string
 	deleteWorkers   int
@@ -153,6 +154,7 @@ func main() {
 	flag.StringVar(&o.report, "report", "", "run nothing: recompute the bars and costs of an earlier run's JSON (this path) and write its report again under -out and -label")
 	flag.IntVar(&o.shards, "shards", 0, "instead of the phases: compare one unsharded replica with this many replicas running --shards (make bench-shards)")
 	flag.IntVar(&o.shardNamespaces, "shard-namespaces", 30, "with -shards: namespaces the N Books are spread over")
+	flag.IntVar(&o.bounds, "bounds", 0, "instead of the phases: run the tests that keep wall-clock bounds this many times and write bounds.md and bounds.json (make bench-bounds)")
 	flag.Parse()
 	if err := o.finish(phases, ceilingC); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -168,6 +170,13 @@ func main() {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	if o.bounds > 0 {
+		if err := measureBounds(ctx, o, o.bounds); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -176,6 +185,9 @@ func main() {
 
 // finish checks the flags and fills in the derived options.
 func (o *options) finish(phases, ceilingC string) error {
+	if o.bounds < 0 {
+		return fmt.Errorf("-bounds %d: want the number of runs, or 0 for the phases", o.bounds)
+	}
 	if o.shards < 0 || o.shards == 1 || o.shards > 64 || o.shardNamespaces < 1 {
 		return fmt.Errorf("-shards must be 0 (the phases) or 2 to 64, and -shard-namespaces at least 1")
 	}

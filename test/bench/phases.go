@@ -102,10 +102,9 @@ type readyWatch struct {
 	done    chan struct{}
 }
 
-func isReady(b *webappv1.Book) bool {
-	c := meta.FindStatusCondition(b.Status.Conditions, controller.ConditionReady)
-	return c != nil && c.Status == metav1.ConditionTrue
-}
+// isReady: Ready for the Book's current generation (framework.IsReady), as
+// every test counts it.
+func isReady(b *webappv1.Book) bool { return framework.IsReady(b) }
 
 func (e *env) watchReady(ctx context.Context, ns string, n int) (*readyWatch, error) {
 	ctx, cancel := context.WithCancel(ctx)

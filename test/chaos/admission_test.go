@@ -269,18 +269,15 @@ const (
 	policyLabel  = "chaos.example.com/mutated-by-policy"
 )
 
-// quietWindow is how long, after convergence, the controller must not write
-// a ConfigMap that a mutator changes behind it.
-const quietWindow = 30 * time.Second
-
 // TestAdmissionMutationNoFight changes every ConfigMap of the namespace on
 // its way in: a mutating webhook served by the test adds a label, and so
 // does a MutatingAdmissionPolicy when the API server serves them
 // (admissionregistration.k8s.io/v1, asked through discovery). The
 // controller tolerates labels others add, so there must be no fight:
 // exactly one create per Book and no update, then no ConfigMap write at
-// all over quietWindow; and an edit of a Book afterwards is exactly one
-// update of its ConfigMap, which the mutators change again.
+// all when every Book is looked at again (nudge); and an edit of a Book
+// afterwards is exactly one update of its ConfigMap, which the mutators
+// change again, and none when it is looked at again.
 func TestAdmissionMutationNoFight(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -329,7 +326,8 @@ func TestAdmissionMutationNoFight(t *testing.T) {
 		return missingLabels(cm, labels)
 	})
 
-	addr := startRefusalController(t, ns)
+	syncs := newSyncLog()
+	addr := startRefusalControllerWatched(t, ns, syncs)
 	start := time.Now()
 	want := createBooks(t, ns, "book", 30)
 	converged := waitConverged(t, ns, expectation{want: want})
@@ -337,7 +335,10 @@ func TestAdmissionMutationNoFight(t *testing.T) {
 
 	quiet := time.Now()
 	reconciles0 := metricValue(t, addr, "book_controller_reconcile_total", "controller", controller.Name)
-	time.Sleep(quietWindow)
+	// Every Book looked at again, its mutated ConfigMap in the cache: a
+	// controller that fights the mutators writes now.
+	nudge(t, syncs, ns, sortedNames(want))
+	quietEnd := time.Now()
 	reconciles := metricValue(t, addr, "book_controller_reconcile_total", "controller", controller.Name) - reconciles0
 	writes := controllerWrites(t, ns)
 	creates, updates, other := countConfigMapWrites(writes, ns, start, quiet)
@@ -345,17 +346,17 @@ func TestAdmissionMutationNoFight(t *testing.T) {
 		t.Errorf("until convergence: %d ConfigMap creates, %d updates, %d other writes; want %d creates and nothing else",
 			creates, updates, other, len(want))
 	}
-	qCreates, qUpdates, qOther := countConfigMapWrites(writes, ns, quiet, quiet.Add(quietWindow))
+	qCreates, qUpdates, qOther := countConfigMapWrites(writes, ns, quiet, quietEnd)
 	qStatus := 0
 	for _, w := range writes {
-		if w.Resource == "books/status" && !w.At.Before(quiet) && w.At.Before(quiet.Add(quietWindow)) {
+		if w.Resource == "books/status" && !w.At.Before(quiet) && w.At.Before(quietEnd) {
 			qStatus++
 		}
 	}
-	qCalls := srv.callsBy(user, quiet, quiet.Add(quietWindow))
+	qCalls := srv.callsBy(user, quiet, quietEnd)
 	if qCreates+qUpdates+qOther+qStatus != 0 || len(qCalls) != 0 {
 		t.Errorf("in the %v after convergence: %d ConfigMap creates, %d updates, %d other ConfigMap writes, %d status writes, "+
-			"webhook calls %v; want none: the controller fights the mutators", quietWindow, qCreates, qUpdates, qOther, qStatus, qCalls)
+			"webhook calls %v; want none: the controller fights the mutators", quietEnd.Sub(quiet).Round(time.Millisecond), qCreates, qUpdates, qOther, qStatus, qCalls)
 	}
 
 	// An edit is one update, which the mutators change again.
@@ -365,7 +366,7 @@ func TestAdmissionMutationNoFight(t *testing.T) {
 		return spec{title: "Edited " + name, price: old.Price + 100}
 	})
 	editConverged := waitConverged(t, ns, expectation{want: union(want, edits)})
-	time.Sleep(3 * time.Second) // time for a fight to show
+	nudge(t, syncs, ns, editedNames) // looked at again after the mutators changed the update
 	expectMutated(t, ns, editedNames, labels)
 	writes = controllerWrites(t, ns)
 	perBook := map[string]int{}
@@ -384,7 +385,7 @@ func TestAdmissionMutationNoFight(t *testing.T) {
 	eCalls := srv.callsBy(user, edited, time.Time{})
 	figure(t, "%d Books under %s: %d ConfigMap creates, %d updates until converged (%v); "+
 		"in %v after: %d ConfigMap writes, %d status writes, %v reconciles; %d edits afterwards: ConfigMap writes %v, webhook calls %v, converged %v",
-		len(want), strings.Join(mutators, " and "), creates, updates, converged.Round(10*time.Millisecond), quietWindow,
+		len(want), strings.Join(mutators, " and "), creates, updates, converged.Round(10*time.Millisecond), quietEnd.Sub(quiet).Round(time.Millisecond),
 		qCreates+qUpdates+qOther, qStatus, reconciles, len(editedNames), perBook, eCalls, editConverged.Round(10*time.Millisecond))
 }
 

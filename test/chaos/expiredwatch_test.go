@@ -136,7 +136,7 @@ func TestExpiredWatches(t *testing.T) {
 					}
 					name := bookName("book", j)
 					s := spec{title: fmt.Sprintf("Title of %s, edit %d", name, round), price: int32(1000*round + j)}
-					err := retryTransient(ctx, func() error {
+					err := framework.RetryTransient(ctx, func() error {
 						b, err := books.Get(ctx, name, metav1.GetOptions{})
 						if err != nil {
 							return err
@@ -168,7 +168,7 @@ func TestExpiredWatches(t *testing.T) {
 			name := bookName("late", i)
 			s := spec{title: "Title of " + name, price: int32(i)}
 			retried := false
-			err := retryTransient(ctx, func() error {
+			err := framework.RetryTransient(ctx, func() error {
 				_, err := books.Create(ctx, framework.NewBook(ns, name, s.title, s.price), metav1.CreateOptions{})
 				if retried && apierrors.IsAlreadyExists(err) {
 					return nil // an earlier attempt went through, its answer was lost

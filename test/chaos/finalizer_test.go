@@ -133,7 +133,8 @@ func TestFinalizerEditWhileHeld(t *testing.T) {
 	ctx := context.Background()
 	rng := newRand(t)
 	ns := env.Namespace(t)
-	env.StartController(t, framework.ControllerOptions{Namespace: ns, ConflictRecheck: controller.DefaultConflictRecheck})
+	syncs := newSyncLog()
+	env.StartController(t, framework.ControllerOptions{Namespace: ns, ConflictRecheck: controller.DefaultConflictRecheck, Observer: syncs})
 	cms := env.Kube.CoreV1().ConfigMaps(ns)
 	background := createBooks(t, ns, "bg", backgroundBooks)
 	before := createBooks(t, ns, "held", heldBooks)
@@ -162,9 +163,9 @@ func TestFinalizerEditWhileHeld(t *testing.T) {
 	for _, name := range heldNames {
 		env.WaitForReady(t, ns, name, metav1.ConditionFalse, controller.ReasonConfigMapDeleting)
 	}
-	// A while under the hold: the Books keep saying why, and nothing is
-	// written into the held ConfigMaps.
-	time.Sleep(time.Until(holding.Add(3 * time.Second)))
+	// Under the hold, looked at again: the Books keep saying why, and
+	// nothing is written into the held ConfigMaps.
+	nudge(t, syncs, ns, heldNames)
 	for _, name := range heldNames {
 		b, err := env.Books.WebappV1().Books(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

@@ -97,7 +97,9 @@ func TestForeignConfigMaps(t *testing.T) {
 	ownerRef := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: &yes}
 	var mu sync.Mutex
 	foreign := map[string]*corev1.ConfigMap{} // Book name -> the foreign ConfigMap as created
-	parallel(t, slices.Sorted(maps.Keys(kindOf)), 8, func(ctx context.Context, name string) error {
+	names := slices.Sorted(maps.Keys(kindOf))
+	framework.Parallel(t, len(names), framework.CreateWidth, func(ctx context.Context, i int) error {
+		name := names[i]
 		kind := kindOf[name]
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -134,7 +136,8 @@ func TestForeignConfigMaps(t *testing.T) {
 	}
 	changes := watchForeign(t, ns, list.ResourceVersion, foreignUIDs)
 
-	env.StartController(t, framework.ControllerOptions{Namespace: ns})
+	syncs := newSyncLog()
+	env.StartController(t, framework.ControllerOptions{Namespace: ns, Observer: syncs})
 	want := createBooks(t, ns, "book", n)
 	namesOf := func(ks ...string) map[string]bool {
 		out := map[string]bool{}
@@ -174,7 +177,7 @@ func TestForeignConfigMaps(t *testing.T) {
 	// except the forged ones, which wait for the garbage collector.
 	phase1 := waitConverged(t, ns, expectation{want: want, conflict: namesOf(noOwner, otherOwner, ourLabels),
 		earlier: namesOf(forged), ignore: uidsOf(ourLabels, forged)})
-	time.Sleep(3 * time.Second) // several conflict rechecks (1s in tests)
+	nudge(t, syncs, ns, slices.Sorted(maps.Keys(namesOf(kinds...))))
 	untouched("with the garbage collector down", kinds...)
 
 	// Phase 2: the garbage collector deletes the forged ConfigMaps, whose

@@ -20,7 +20,6 @@ package chaos_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -32,8 +31,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -51,7 +48,7 @@ type spec struct {
 	price int32
 }
 
-func bookName(prefix string, i int) string { return fmt.Sprintf("%s-%05d", prefix, i) }
+func bookName(prefix string, i int) string { return framework.BookName(prefix, i) }
 
 // createBooks creates n Books named prefix-00000 on, and returns their specs.
 func createBooks(t *testing.T, ns, prefix string, n int) map[string]spec {
@@ -63,16 +60,16 @@ func createBooks(t *testing.T, ns, prefix string, n int) map[string]spec {
 func createBooksIn(t *testing.T, e *framework.Env, ns, prefix string, n int) map[string]spec {
 	t.Helper()
 	specs := make(map[string]spec, n)
-	for i := range n {
-		name := bookName(prefix, i)
-		specs[name] = spec{title: "Title of " + name, price: int32(i)}
+	for _, b := range framework.NumberedBooks(ns, prefix, n) {
+		specs[b.Name] = spec{title: b.Spec.Title, price: b.Spec.Price}
 	}
 	createSpecsIn(t, e, ns, specs)
 	return specs
 }
 
-// createSpecs creates a Book for each entry, eight at a time, retrying what
-// fails while the control plane recovers from a fault.
+// createSpecs creates a Book for each entry (framework.CreateAll: a few at
+// a time, retrying what fails while the control plane recovers from a
+// fault).
 func createSpecs(t *testing.T, ns string, specs map[string]spec) {
 	t.Helper()
 	createSpecsIn(t, env, ns, specs)
@@ -81,19 +78,11 @@ func createSpecs(t *testing.T, ns string, specs map[string]spec) {
 // createSpecsIn is createSpecs on the control plane e.
 func createSpecsIn(t *testing.T, e *framework.Env, ns string, specs map[string]spec) {
 	t.Helper()
-	books := e.Books.WebappV1().Books(ns)
-	parallel(t, slices.Sorted(maps.Keys(specs)), 8, func(ctx context.Context, name string) error {
-		s := specs[name]
-		retried := false
-		return retryTransient(ctx, func() error {
-			_, err := books.Create(ctx, framework.NewBook(ns, name, s.title, s.price), metav1.CreateOptions{})
-			if retried && apierrors.IsAlreadyExists(err) {
-				return nil // an earlier attempt went through, its answer was lost
-			}
-			retried = true
-			return err
-		})
-	})
+	var books []*webappv1.Book
+	for _, name := range slices.Sorted(maps.Keys(specs)) {
+		books = append(books, framework.NewBook(ns, name, specs[name].title, specs[name].price))
+	}
+	e.CreateAll(t, books)
 }
 
 // updateSpecs gives each named Book the spec next returns, reading the Book
@@ -109,8 +98,9 @@ func updateSpecsIn(t *testing.T, e *framework.Env, ns string, names []string, ne
 	books := e.Books.WebappV1().Books(ns)
 	var mu sync.Mutex
 	written := make(map[string]spec, len(names))
-	parallel(t, names, 8, func(ctx context.Context, name string) error {
-		return retryTransient(ctx, func() error {
+	framework.Parallel(t, len(names), framework.CreateWidth, func(ctx context.Context, i int) error {
+		name := names[i]
+		return framework.RetryTransient(ctx, func() error {
 			b, err := books.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -118,7 +108,7 @@ func updateSpecsIn(t *testing.T, e *framework.Env, ns string, names []string, ne
 			s := next(name, b.Spec)
 			b.Spec.Title, b.Spec.Price = s.title, s.price
 			if _, err := books.Update(ctx, b, metav1.UpdateOptions{}); err != nil {
-				return err
+				return fmt.Errorf("%s: %w", name, err)
 			}
 			mu.Lock()
 			written[name] = s
@@ -127,51 +117,6 @@ func updateSpecsIn(t *testing.T, e *framework.Env, ns string, names []string, ne
 		})
 	})
 	return written
-}
-
-// parallel runs fn for every item, width at a time, and fails the test with
-// the first error.
-func parallel(t *testing.T, items []string, width int, fn func(ctx context.Context, item string) error) {
-	t.Helper()
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	sem := make(chan struct{}, width)
-	for _, item := range items {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			if err := fn(ctx, item); err != nil {
-				once.Do(func() { first = fmt.Errorf("%s: %w", item, err) })
-			}
-		})
-	}
-	wg.Wait()
-	if first != nil {
-		t.Fatal(first)
-	}
-}
-
-// retryTransient calls fn until it succeeds, returns an error that retrying
-// can't fix, or a minute has passed. Conflicts are retried.
-func retryTransient(ctx context.Context, fn func() error) error {
-	deadline := time.Now().Add(time.Minute)
-	delay := 50 * time.Millisecond
-	for {
-		err := fn()
-		if err == nil || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
-			apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) ||
-			time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 2*time.Second)
-	}
 }
 
 // expectation is what the end state of a namespace must be.
@@ -269,8 +214,6 @@ func inspectIn(ctx context.Context, e *framework.Env, ns string, exp expectation
 			}
 		}
 		cms := owned[b.UID]
-		ready := meta.FindStatusCondition(b.Status.Conditions, controller.ConditionReady)
-		current := ready != nil && ready.ObservedGeneration == b.Generation && b.Status.ObservedGeneration == b.Generation
 		if exp.conflict[name] || exp.earlier[name] {
 			reason := controller.ReasonConfigMapConflict
 			if exp.earlier[name] {
@@ -279,7 +222,7 @@ func inspectIn(ctx context.Context, e *framework.Env, ns string, exp expectation
 			if len(cms) != 0 {
 				v.add(&v.duplicated, "Book %s controls %d ConfigMaps although its name is taken", name, len(cms))
 			}
-			if !current || ready.Status != metav1.ConditionFalse || ready.Reason != reason {
+			if !framework.ReadyAs(b, metav1.ConditionFalse, reason) {
 				v.add(&v.lost, "Book %s: want Ready=False %s for generation %d, status is %s", name,
 					reason, b.Generation, framework.DescribeBook(b))
 			}
@@ -297,8 +240,7 @@ func inspectIn(ctx context.Context, e *framework.Env, ns string, exp expectation
 				v.add(&v.lost, "Book %s: %s", name, p)
 			}
 		}
-		if !current || ready.Status != metav1.ConditionTrue || ready.Reason != controller.ReasonConfigMapReady ||
-			b.Status.ConfigMapName != name {
+		if !framework.ReadyAs(b, metav1.ConditionTrue, controller.ReasonConfigMapReady) || b.Status.ConfigMapName != name {
 			v.add(&v.lost, "Book %s: want Ready=True %s for generation %d, status is %s", name,
 				controller.ReasonConfigMapReady, b.Generation, framework.DescribeBook(b))
 		}

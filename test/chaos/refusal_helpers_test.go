@@ -79,8 +79,19 @@ func maxAttempts(window time.Duration) int {
 // refusalRecheck and returns its metrics address once it serves.
 func startRefusalController(t *testing.T, ns string) string {
 	t.Helper()
+	return startRefusalControllerWatched(t, ns, nil)
+}
+
+// startRefusalControllerWatched is startRefusalController with syncs told
+// of every sync (nudge), if not nil.
+func startRefusalControllerWatched(t *testing.T, ns string, syncs *syncLog) string {
+	t.Helper()
 	addr := framework.FreeAddr(t)
-	env.StartController(t, framework.ControllerOptions{Namespace: ns, MetricsAddr: addr, ConflictRecheck: refusalRecheck})
+	opts := framework.ControllerOptions{Namespace: ns, MetricsAddr: addr, ConflictRecheck: refusalRecheck}
+	if syncs != nil {
+		opts.Observer = syncs
+	}
+	env.StartController(t, opts)
 	waitMetricsUp(t, addr)
 	return addr
 }

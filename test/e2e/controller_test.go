@@ -77,7 +77,7 @@ func TestController(t *testing.T) {
 	t.Run("metrics over HTTPS: 200 for metrics-reader, 403 for others", testMetrics)
 	t.Run("kubectl logs", testLogs)
 	t.Run("rollout restart hands the Lease over, no ConfigMap created twice", testRolloutRestart)
-	t.Run("deleting the leader pod: exit 0 within grace, takeover within lease+5s", testDeleteLeader)
+	t.Run("deleting the leader pod: exit 0 within grace, takeover within lease+TakeoverSlack", testDeleteLeader)
 	t.Run("too small a memory limit: OOM-killed and restarted; converges once raised", testOOM)
 }
 

@@ -26,17 +26,14 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	"ydzs.io/book-controller/pkg/localcluster"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -258,58 +255,18 @@ func rssMiB(t *testing.T, pid int) (rss, anon, peak float64) {
 	return kb("VmRSS"), kb("RssAnon"), kb("VmHWM")
 }
 
-// createBooks creates n Books in ns, 8 at a time: faster, on a 2-core
-// machine, starves the API server that the controller's Lease renewals go
-// through, and the replicas lose their leadership instead of syncing.
+// createBooks creates n Books in ns named prefix-00000 on, CreateWidth at
+// a time (framework.CreateBooks): faster, on a 2-core machine, starves the
+// API server that the controller's Lease renewals go through, and the
+// replicas lose their leadership instead of syncing.
 func createBooks(t *testing.T, ns, prefix string, n int) {
 	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 8)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			b := &webappv1.Book{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i), Namespace: ns},
-				Spec: webappv1.BookSpec{Title: fmt.Sprintf("Book %d", i), Price: int32(i%500 + 1)}}
-			if _, err := env.Books.WebappV1().Books(ns).Create(context.Background(), b, metav1.CreateOptions{}); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("creating Books in %s: %v", ns, err)
-	}
+	env.CreateBooks(t, ns, prefix, n)
 }
 
-// notReady lists the Books in ns whose Ready condition is not True for
-// their generation, and how many Books there are.
-func notReady(ctx context.Context, ns string) (bad []string, total int, err error) {
-	list, err := env.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, 0, err
-	}
-	for _, b := range list.Items {
-		c := meta.FindStatusCondition(b.Status.Conditions, "Ready")
-		if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != b.Generation {
-			bad = append(bad, b.Name)
-		}
-	}
-	return bad, len(list.Items), nil
-}
-
-// waitBooksReady waits until all want Books in ns are Ready.
+// waitBooksReady waits until ns holds want Books, all Ready for their
+// generation.
 func waitBooksReady(t *testing.T, ns string, want int, timeout time.Duration) {
 	t.Helper()
-	poll.Eventually(t, fmt.Sprintf("%d Books in %s to be Ready", want, ns), 500*time.Millisecond, timeout, func(ctx context.Context) error {
-		bad, total, err := notReady(ctx, ns)
-		if err != nil {
-			return err
-		}
-		return poll.Done(total == want && len(bad) == 0, "%d Books, %d not Ready", total, len(bad))
-	})
+	poll.Eventually(t, fmt.Sprintf("%d Books in %s to be Ready", want, ns), 500*time.Millisecond, timeout, env.BooksReady(ns, want))
 }

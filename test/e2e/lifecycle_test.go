@@ -34,7 +34,8 @@ import (
 )
 
 // watchReady checks every Book in ns is Ready, over and over, until stop
-// is closed, and returns what it saw not Ready.
+// is closed, and returns what it saw not Ready. A List that fails counts
+// against it: an outage of the API server is no proof that all is Ready.
 func watchReady(ns string, stop <-chan struct{}) func() []string {
 	var mu sync.Mutex
 	var bad []string
@@ -47,7 +48,13 @@ func watchReady(ns string, stop <-chan struct{}) func() []string {
 				return
 			case <-time.After(200 * time.Millisecond):
 			}
-			if names, _, err := notReady(context.Background(), ns); err == nil && len(names) > 0 {
+			names, _, err := env.NotReady(context.Background(), ns)
+			switch {
+			case err != nil:
+				mu.Lock()
+				bad = append(bad, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err))
+				mu.Unlock()
+			case len(names) > 0:
 				mu.Lock()
 				bad = append(bad, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), names))
 				mu.Unlock()
@@ -161,11 +168,11 @@ func testDeleteLeader(t *testing.T) {
 	// The other replica, or the one the ReplicaSet starts in place of the
 	// deleted pod: whichever asks first once the Lease is released.
 	var next string
-	poll.Eventually(t, "another pod to hold the Lease", 100*time.Millisecond, leaseDuration+5*time.Second, func(context.Context) error {
+	poll.Eventually(t, "another pod to hold the Lease", 100*time.Millisecond, framework.Timeout, func(context.Context) error {
 		next = holderPod(leaseHolder(t))
 		return poll.Done(next != "" && next != leader.Name, "held by %q", next)
 	})
-	took := time.Since(deleted)
+	took := framework.ExpectTakeover(t, "after the leader pod's deletion", deleted, time.Now(), leaseDuration)
 	standby := "the standby"
 	if next != otherPod(pods, leader.Name) {
 		standby = "the pod started in its place"

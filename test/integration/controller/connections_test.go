@@ -61,7 +61,7 @@ const backlogBooks, backlogWorkers = 256, 64
 // connections it dialled by the time every Book was Ready.
 func backlogDials(t *testing.T, warmUp bool) int32 {
 	ns := env.Namespace(t)
-	createBooks(t, ns, backlogBooks)
+	env.CreateBooks(t, ns, "book", backlogBooks)
 
 	cfg := env.ControllerServiceAccountConfig(t)
 	var dials atomic.Int32
@@ -77,6 +77,6 @@ func backlogDials(t *testing.T, warmUp bool) int32 {
 		opts.Off.ConnectionWarmUp = true
 	}
 	env.StartController(t, opts)
-	framework.Eventually(t, fmt.Sprintf("%d Books Ready", backlogBooks), allReady(ns, backlogBooks))
+	env.WaitForBooksReady(t, ns, backlogBooks)
 	return dials.Load()
 }

@@ -38,8 +38,8 @@ func TestEventsOverTheRateAreDropped(t *testing.T) {
 	start := time.Now()
 	env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 16, EventQPS: 1, EventBurst: burst})
 
-	createBooks(t, ns, n)
-	framework.Eventually(t, fmt.Sprintf("%d Books Ready", n), allReady(ns, n))
+	env.CreateBooks(t, ns, "book", n)
+	env.WaitForBooksReady(t, ns, n)
 	created := 0
 	// Events are sent in the background: wait for the burst to land.
 	framework.Eventually(t, fmt.Sprintf("at least %d ConfigMapCreated Events", burst), func(ctx context.Context) error {

@@ -18,7 +18,6 @@ package controller_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -48,8 +47,8 @@ func TestLiveChangeOvertakesTheBackfill(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := env.Namespace(t)
 			first := env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 8})
-			createBooks(t, ns, n)
-			framework.Eventually(t, fmt.Sprintf("%d Books Ready", n), allReady(ns, n))
+			env.CreateBooks(t, ns, "book", n)
+			env.WaitForBooksReady(t, ns, n)
 			if err := first.Stop(); err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +96,7 @@ func TestLiveChangeOvertakesTheBackfill(t *testing.T) {
 	}
 }
 
-// changeSpecsWhileDown creates a Book and edits the spec of book-0150, as
+// changeSpecsWhileDown creates a Book and edits the spec of book-00150, as
 // users would while the controller is down, and returns their names.
 func changeSpecsWhileDown(t *testing.T, ns string) (created, edited string) {
 	t.Helper()
@@ -105,7 +104,7 @@ func changeSpecsWhileDown(t *testing.T, ns string) (created, edited string) {
 	if _, err := books.Create(context.Background(), framework.NewBook(ns, "created-while-down", "New", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	book, err := books.Get(context.Background(), "book-0150", metav1.GetOptions{})
+	book, err := books.Get(context.Background(), framework.BookName("book", 150), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +112,7 @@ func changeSpecsWhileDown(t *testing.T, ns string) (created, edited string) {
 	if _, err := books.Update(context.Background(), book, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return "created-while-down", "book-0150"
+	return "created-while-down", framework.BookName("book", 150)
 }
 
 // titleIs is done once the ConfigMap name holds title.
@@ -132,13 +131,13 @@ func titleIs(ns, name, title string) func(context.Context) error {
 func tamperConfigMaps(t *testing.T, ns string, n int) {
 	t.Helper()
 	cms := env.Kube.CoreV1().ConfigMaps(ns)
-	forEach(t, "tampering with ConfigMaps", n, func(i int) error {
-		cm, err := cms.Get(context.Background(), fmt.Sprintf("book-%04d", i), metav1.GetOptions{})
+	framework.Parallel(t, n, 16, func(ctx context.Context, i int) error {
+		cm, err := cms.Get(ctx, framework.BookName("book", i), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		cm.Data[controller.TitleKey] = "tampered"
-		_, err = cms.Update(context.Background(), cm, metav1.UpdateOptions{})
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 		return err
 	})
 }

@@ -19,7 +19,9 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"sync"
+	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,14 +40,20 @@ import (
 // Book by the initial list, must sync every Book and find nothing to change.
 // Syncing is counted with the process-wide reconcile counter, which is why
 // this test is not parallel: no other controller runs while it does.
+//
+// A Book created once every Book has been synced is the marker that makes
+// "no writes" mean something: its Event is sent after any Event the syncs
+// before it could have sent (one sender, in order), and the audit log read
+// after it holds every write begun before. Its own three writes (ConfigMap,
+// status, Event) are the only ones allowed.
 func TestRestartOverConvergedBooksMakesNoWrites(t *testing.T) {
 	const n = 200
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	first := env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 8})
 
-	createBooks(t, ns, n)
-	framework.Eventually(t, fmt.Sprintf("%d Books Ready", n), allReady(ns, n))
+	env.CreateBooks(t, ns, "book", n)
+	env.WaitForBooksReady(t, ns, n)
 	if err := first.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -56,92 +64,47 @@ func TestRestartOverConvergedBooksMakesNoWrites(t *testing.T) {
 	startedAt := time.Now()
 	env.StartController(t, framework.ControllerOptions{Namespace: ns, Workers: 8,
 		RESTConfig: counter.Wrap(env.ControllerServiceAccountConfig(t)), LeaderElection: manager.LeaderElection{Identity: "restarted"}})
-	// Synced and idle: the initial lists (and the preflight) are done, and
-	// the request count has stopped moving for a while, long enough for 200
-	// queued syncs to have run many times over.
-	framework.Eventually(t, "the restarted controller to list its caches", func(context.Context) error {
-		gets := counter.Gets()
-		return poll.Done(gets >= 3, "%d GETs", gets)
-	})
 	framework.Eventually(t, fmt.Sprintf("the restarted controller to sync all %d Books", n), func(context.Context) error {
 		syncs := testutil.ToFloat64(synced) - syncedBefore
 		return poll.Done(syncs >= n, "%v successful syncs", syncs)
 	})
-	waitQuiet(t, &counter, 3*time.Second)
-	if w := counter.Writes(); w != 0 {
-		t.Errorf("restart over %d converged Books made %d API writes, want 0", n, w)
+	if w := counter.ObjectWrites(); len(w) != 0 {
+		t.Errorf("restart over %d converged Books made %d API writes while syncing them, want 0: %v", n, len(w), w)
 	}
-	// The API server's view: nothing written by the restarted replica.
+
+	const marker = "marker"
+	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, marker, "after the restart", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForReady(t, ns, marker, metav1.ConditionTrue, controller.ReasonConfigMapReady)
+	env.WaitForEvent(t, ns, marker, "Normal", controller.EventConfigMapCreated)
+
+	var writes []string
+	for _, r := range counter.ObjectWrites() {
+		writes = append(writes, r.Method+" "+r.Path)
+	}
+	slices.Sort(writes)
+	want := []string{
+		http.MethodPost + " /api/v1/namespaces/" + ns + "/configmaps",
+		http.MethodPost + " /apis/events.k8s.io/v1/namespaces/" + ns + "/events",
+		http.MethodPut + " /apis/webapp.ydzs.io/v1/namespaces/" + ns + "/books/" + marker + "/status",
+	}
+	if !slices.Equal(writes, want) {
+		t.Errorf("after a restart over %d converged Books and one new Book, the API writes were\n  %s\nwant the new Book's alone:\n  %s",
+			n, strings.Join(writes, "\n  "), strings.Join(want, "\n  "))
+	}
+	// The API server's view: nothing written after the restart but the
+	// marker's ConfigMap, status and Event.
 	var written []framework.AuditWrite
 	for _, w := range framework.ControllerWrites(env.AuditLog(t), ns) {
-		if w.Writer == "restarted" || w.At.After(startedAt) {
+		if (w.Writer == "restarted" || w.At.After(startedAt)) && !strings.HasPrefix(w.Object, ns+"/"+marker) {
 			written = append(written, w)
 		}
 	}
 	if len(written) != 0 {
-		t.Errorf("the audit log shows %d writes after the restart: %v", len(written), written)
+		t.Errorf("the audit log shows %d writes after the restart besides the new Book's: %v", len(written), written)
 	}
-	if err := allReady(ns, n)(ctx); err != nil {
+	if err := env.BooksReady(ns, n+1)(ctx); err != nil {
 		t.Errorf("after the restart: %v", err)
 	}
-}
-
-func createBooks(t *testing.T, ns string, n int) {
-	t.Helper()
-	forEach(t, "creating Books", n, func(i int) error {
-		name := fmt.Sprintf("book-%04d", i)
-		_, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
-			framework.NewBook(ns, name, "Title "+name, int32(i)), metav1.CreateOptions{})
-		return err
-	})
-}
-
-// forEach runs do(0) … do(n-1), 16 at a time, and fails the test with the
-// first error.
-func forEach(t *testing.T, what string, n int, do func(i int) error) {
-	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 16)
-	for i := range n {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			errs <- do(i)
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-}
-
-// allReady is a check that the n Books in ns are all Ready for their
-// current generation.
-func allReady(ns string, n int) poll.Check {
-	return func(ctx context.Context) error {
-		list, err := env.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		ready := 0
-		for _, b := range list.Items {
-			for _, c := range b.Status.Conditions {
-				if c.Type == "Ready" && c.Status == metav1.ConditionTrue && c.ObservedGeneration == b.Generation {
-					ready++
-				}
-			}
-		}
-		return poll.Done(ready == n, "%d of %d Books Ready", ready, len(list.Items))
-	}
-}
-
-// waitQuiet waits until no request has gone through counter for quiet.
-func waitQuiet(t *testing.T, counter *framework.RequestCounter, quiet time.Duration) {
-	t.Helper()
-	framework.Eventually(t, fmt.Sprintf("the controller to go idle (no request for %v)", quiet),
-		poll.Unchanged(quiet, func() int { return counter.Gets() + counter.Writes() }))
 }

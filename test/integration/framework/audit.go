@@ -34,9 +34,34 @@ import (
 // record of who wrote what and when: the tests prove leader election from
 // it, not from the controller's own log lines.
 
-// ReadAuditLog reads every event the API server has written to its audit
-// log so far.
+// ReadAuditLog reads the answered requests the API server has written to
+// its audit log so far: one event each, at its ResponseComplete stage (or
+// Panic), which carries both the time the request was received and the
+// time it was answered. Env.AuditLog waits until the log is complete up to
+// its call; use it rather than this.
 func ReadAuditLog(path string) ([]auditv1.Event, error) {
+	events, err := readAuditEvents(path)
+	return completed(events), err
+}
+
+// completed keeps the events that record an answer.
+func completed(events []auditv1.Event) []auditv1.Event {
+	var out []auditv1.Event
+	for _, ev := range events {
+		if isAnswer(ev.Stage) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// isAnswer: the stage records the end of a request.
+func isAnswer(s auditv1.Stage) bool {
+	return s == auditv1.StageResponseComplete || s == auditv1.StagePanic
+}
+
+// readAuditEvents reads every event of the audit log, of every stage.
+func readAuditEvents(path string) ([]auditv1.Event, error) {
 	if path == "" {
 		return nil, fmt.Errorf("the cluster has no audit log: start it with localcluster.Options.AuditLog")
 	}

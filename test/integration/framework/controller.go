@@ -67,13 +67,18 @@ type ControllerOptions struct {
 	// On names the layers this controller keeps on whatever the
 	// environment says: those a test of a layer needs.
 	On controller.Layers
+	// Observer, if set, is told each step of each Book's way through the
+	// controller (controller.Options.Observer): a test that must know a
+	// Book was synced after some moment watches with it.
+	Observer controller.Observer
 }
 
 // RunningController is a controller started by StartController.
 type RunningController struct {
-	cancel context.CancelFunc
-	exited chan struct{}
-	err    error
+	cancel   context.CancelFunc
+	exited   chan struct{}
+	err      error
+	exitedAt time.Time
 }
 
 // StartController runs the manager in-process until Stop or the end of the
@@ -106,6 +111,7 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 		EventBurst:     opts.EventBurst,
 	}
 	mc.Controller.Off = opts.layersOff()
+	mc.Controller.Observer = opts.Observer
 	mc.Controller.ConflictRecheck = opts.ConflictRecheck
 	if mc.Controller.ConflictRecheck == 0 {
 		mc.Controller.ConflictRecheck = time.Second
@@ -113,6 +119,7 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 	go func() {
 		defer close(rc.exited)
 		rc.err = manager.Run(ctx, mc)
+		rc.exitedAt = time.Now()
 	}()
 	t.Cleanup(func() {
 		if err := rc.Stop(); err != nil && !errors.Is(err, manager.ErrLeaderElectionLost) {
@@ -124,6 +131,9 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 
 // Exited is closed when the controller's Run has returned.
 func (rc *RunningController) Exited() <-chan struct{} { return rc.exited }
+
+// ExitedAt is when Run returned; valid after Exited is closed.
+func (rc *RunningController) ExitedAt() time.Time { return rc.exitedAt }
 
 // Err is what Run returned; valid after Exited is closed.
 func (rc *RunningController) Err() error { return rc.err }

@@ -27,16 +27,12 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	"ydzs.io/book-controller/pkg/localcluster"
 )
@@ -240,40 +236,6 @@ func (e *Env) installCRDBeforeGC(ctx context.Context, file string) error {
 		return fmt.Errorf("restarting kube-controller-manager: %w", err)
 	}
 	return nil
-}
-
-// AuditLog reads the API server's audit log once it holds the requests
-// received until now. The API server records a request when it has
-// answered it, so a write received just before this call can be recorded
-// after a later one: AuditLog sends a request of its own (a dry-run
-// create), waits until its line is in the log, and then waits half a second
-// more for writes that were still in etcd.
-func (e *Env) AuditLog(t testing.TB) []auditv1.Event {
-	t.Helper()
-	sentinel := fmt.Sprintf("audit-sentinel-%d", time.Now().UnixNano())
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: sentinel, Namespace: metav1.NamespaceDefault}}
-	if _, err := e.Kube.CoreV1().ConfigMaps(metav1.NamespaceDefault).Create(context.Background(), cm,
-		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
-		t.Fatalf("writing the audit log's sentinel: %v", err)
-	}
-	poll.Eventually(t, "the audit log to record the sentinel request "+sentinel, 50*time.Millisecond, Timeout, func(context.Context) error {
-		events, err := ReadAuditLog(e.Cluster.AuditLogPath())
-		if err != nil {
-			t.Fatalf("reading the audit log: %v", err)
-		}
-		for i := len(events) - 1; i >= 0; i-- {
-			if ref := events[i].ObjectRef; ref != nil && ref.Name == sentinel {
-				return nil
-			}
-		}
-		return fmt.Errorf("%d events, none about the sentinel", len(events))
-	})
-	time.Sleep(500 * time.Millisecond)
-	events, err := ReadAuditLog(e.Cluster.AuditLogPath())
-	if err != nil {
-		t.Fatalf("reading the audit log: %v", err)
-	}
-	return events
 }
 
 // EditedKubeconfig writes to dir/name a copy of the admin kubeconfig changed

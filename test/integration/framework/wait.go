@@ -77,9 +77,7 @@ func DescribeBook(b *webappv1.Book) string {
 func (e *Env) WaitForReady(t testing.TB, ns, name string, status metav1.ConditionStatus, reason string) *webappv1.Book {
 	t.Helper()
 	return e.WaitForBook(t, ns, name, "Ready="+string(status)+" ("+reason+")", func(b *webappv1.Book) bool {
-		c := meta.FindStatusCondition(b.Status.Conditions, "Ready")
-		return c != nil && c.Status == status && c.Reason == reason &&
-			c.ObservedGeneration == b.Generation && b.Status.ObservedGeneration == b.Generation
+		return ReadyAs(b, status, reason)
 	})
 }
 

@@ -41,6 +41,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"ydzs.io/book-controller/internal/poll"
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	"ydzs.io/book-controller/pkg/shard"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -58,9 +59,6 @@ type impl struct {
 	// args are the flags for a run restricted to ns ("" for all), serving
 	// health probes and metrics on the given addresses ("0": off).
 	args func(ns string, a addrs) []string
-	// probes and metrics say whether the binary serves /healthz and
-	// /readyz, and Prometheus metrics with rest_client_requests_total.
-	probes, metrics bool
 	// reconciles is the counter of reconciles by result, in its metrics.
 	reconciles string
 }
@@ -70,35 +68,25 @@ type addrs struct{ probe, metrics string }
 
 var off = addrs{probe: "0", metrics: "0"}
 
-func impls(t *testing.T) []impl {
+// recheck is the recheck of a Book in conflict, 30 s by default in both,
+// shorter to keep the test quick, and the same for all: every scenario that
+// shows a Book leaving something alone waits for rechecks (waitSyncs).
+var recheck = []string{"--conflict-recheck", "2s"}
+
+// impls are the controllers under comparison. Every flag is given to each
+// as it is: a binary that does not know one exits, and the test fails.
+func impls() []impl {
 	kubeconfig := env.Cluster.KubeconfigPath()
-	// Both default to a 30 s recheck of a Book in conflict. When both accept
-	// --conflict-recheck, use a shorter one to keep the test quick; never
-	// give the two different values.
-	var recheck []string
-	if supportsFlag(t, ours, "conflict-recheck") && supportsFlag(t, twin, "conflict-recheck") {
-		recheck = []string{"--conflict-recheck", "2s"}
-	}
-	// Both serve probes on :8081 by default (kubebuilder's port), which
-	// concurrent runs can't share, so each run gets free ports.
-	oursProbes := supportsFlag(t, ours, "health-probe-bind-address")
-	oursMetrics := supportsFlag(t, ours, "metrics-bind-address")
 	return []impl{
 		{
 			name: "book-controller",
 			bin:  ours,
 			args: func(ns string, a addrs) []string {
-				args := []string{"--kubeconfig", kubeconfig, "--namespace", ns, "--workers", "2"}
-				if oursProbes {
-					args = append(args, "--health-probe-bind-address", a.probe)
-				}
-				if oursMetrics {
-					args = append(args, "--metrics-bind-address", a.metrics)
-				}
-				return append(args, recheck...)
+				// Free ports for probes and metrics: the defaults (kubebuilder's
+				// :8081 among them) can't be shared by concurrent runs.
+				return append([]string{"--kubeconfig", kubeconfig, "--namespace", ns, "--workers", "2",
+					"--health-probe-bind-address", a.probe, "--metrics-bind-address", a.metrics}, recheck...)
 			},
-			probes:     oursProbes,
-			metrics:    oursMetrics,
 			reconciles: "book_controller_reconcile_total",
 		},
 		{
@@ -110,8 +98,6 @@ func impls(t *testing.T) []impl {
 					"--health-probe-bind-address", a.probe, "--metrics-bind-address", a.metrics, "--metrics-secure=false"},
 					recheck...)
 			},
-			probes:     true,
-			metrics:    true,
 			reconciles: "controller_runtime_reconcile_total",
 		},
 		{
@@ -126,8 +112,6 @@ func impls(t *testing.T) []impl {
 				args = append(args, framework.TwinTunedArgs("10", "25")...)
 				return append(args, recheck...)
 			},
-			probes:     true,
-			metrics:    true,
 			reconciles: "controller_runtime_reconcile_total",
 		},
 	}
@@ -137,7 +121,7 @@ func impls(t *testing.T) []impl {
 // then installs it and runs the same scenarios against each controller in
 // a namespace of its own, concurrently, and compares the final states.
 func TestParity(t *testing.T) {
-	all := impls(t)
+	all := impls()
 
 	t.Run("CRD missing", func(t *testing.T) {
 		for _, im := range all {
@@ -288,8 +272,8 @@ func scenarios(t *testing.T, im impl) map[string]bookState {
 	}
 	env.WaitForReady(t, ns, "book-b", metav1.ConditionFalse, "ConfigMapConflict")
 	env.WaitForEvent(t, ns, "book-b", corev1.EventTypeWarning, "ConfigMapConflict")
-	// Let a few syncs (resyncs of the Book after its own status write) pass.
-	time.Sleep(2 * time.Second)
+	// Rechecks of the Book in conflict that saw the foreign ConfigMap.
+	waitSyncs(t, im, proc)
 	after, err := cms.Get(ctx, "book-b", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -330,7 +314,7 @@ func scenarios(t *testing.T, im impl) map[string]bookState {
 	if _, err := books.Create(ctx, framework.NewBook(ns, "book-c", "after a forgery", 4), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waiting["book-c waiting"] = awaitEarlierBooksConfigMap(t, ns, "book-c", forged, holds("after a forgery", 4))
+	waiting["book-c waiting"] = awaitEarlierBooksConfigMap(t, im, proc, ns, "book-c", forged, holds("after a forgery", 4))
 
 	// Then the real case: a Book deleted and created again before the
 	// garbage collector has removed its first ConfigMap.
@@ -354,46 +338,57 @@ func scenarios(t *testing.T, im impl) map[string]bookState {
 	if _, err := books.Create(ctx, framework.NewBook(ns, "book-d", "second", 6), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waiting["book-d waiting"] = awaitEarlierBooksConfigMap(t, ns, "book-d", earlier, holds("second", 6))
+	waiting["book-d waiting"] = awaitEarlierBooksConfigMap(t, im, proc, ns, "book-d", earlier, holds("second", 6))
 
-	// Give the event sink a moment, then record the state.
-	time.Sleep(time.Second)
+	// The second book-d's ConfigMapCreated is the last Event of all: each
+	// binary sends its Events one after the other, in order, so once it is
+	// in, every Event the snapshot records is.
+	d, err := books.Get(ctx, "book-d", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForEventAbout(t, ns, d, corev1.EventTypeNormal, "ConfigMapCreated")
 	state := map[string]bookState{}
 	for _, name := range []string{"book-a", "book-b", "book-c", "book-d"} {
 		state[name] = snapshot(t, ns, name)
 	}
 
 	// Restart over converged Books → no writes: the new process lists
-	// everything, reconciles everything, and changes nothing. Where the
-	// binary exports client-go's request counter, not even a no-op write may
-	// be sent; otherwise no object's resourceVersion may move.
-	if im.probes {
-		checkProbes(t, proc.addrs.probe)
-	}
+	// everything, reconciles everything, and changes nothing: not even a
+	// no-op write may be sent (client-go's request counter), and no
+	// object's resourceVersion may move. Writes made while syncing are sent
+	// before the sync is counted. A new Book, once its ConfigMapCreated
+	// Event is in, is the marker for the Events, which are sent in the
+	// background, in order.
+	checkProbes(t, proc.addrs.probe)
 	if err := proc.stop(); err != nil {
 		t.Errorf("%s after SIGTERM: %v", im.name, err)
 	}
 	before := resourceVersions(t, ns)
 	proc = startController(t, im, ns)
-	if im.probes {
-		framework.Eventually(t, im.name+" to be ready after a restart", framework.AnswersOK(proc.addrs.probe, "/readyz"))
+	framework.Eventually(t, im.name+" to be ready after a restart", framework.AnswersOK(proc.addrs.probe, "/readyz"))
+	framework.Eventually(t, fmt.Sprintf("the restarted %s to sync the %d Books", im.name, len(state)), func(context.Context) error {
+		n := successfulReconciles(t, proc.addrs.metrics, im.reconciles)
+		return poll.Done(n >= float64(len(state)), "%v successful reconciles", n)
+	})
+	reqs := requestsByMethod(t, proc.addrs.metrics)
+	t.Logf("API requests after a restart over converged Books: %v", reqs)
+	if w := reqs["POST"] + reqs["PUT"] + reqs["PATCH"] + reqs["DELETE"]; w != 0 {
+		t.Errorf("%v write requests after a restart over converged Books, want 0 (%v)", w, reqs)
 	}
-	// Ample for the initial lists and four Books' reconciles on loopback.
-	time.Sleep(5 * time.Second)
-	if after := resourceVersions(t, ns); !maps.Equal(before, after) {
-		t.Errorf("a restart over converged Books wrote to the cluster:\nbefore %v\nafter  %v", before, after)
+	marker, err := books.Create(ctx, framework.NewBook(ns, "book-e", "after the restart", 7), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if im.metrics {
-		reqs := requestsByMethod(t, proc.addrs.metrics)
-		t.Logf("API requests after a restart over converged Books: %v", reqs)
-		if w := reqs["POST"] + reqs["PUT"] + reqs["PATCH"] + reqs["DELETE"]; w != 0 {
-			t.Errorf("%v write requests after a restart over converged Books, want 0 (%v)", w, reqs)
+	waitForEventAbout(t, ns, marker, corev1.EventTypeNormal, "ConfigMapCreated")
+	restarted := resourceVersions(t, ns)
+	for k := range restarted {
+		if strings.HasPrefix(k, "book/book-e") || strings.HasPrefix(k, "configmap/book-e") || strings.HasPrefix(k, "event/book-e.") {
+			delete(restarted, k)
 		}
-		// Writing nothing proves little if nothing was synced: a
-		// controller whose workers never start writes nothing too.
-		if n := successfulReconciles(t, proc.addrs.metrics, im.reconciles); n < float64(len(state)) {
-			t.Errorf("the restarted %s reconciled %v Books successfully, want at least the %d there are", im.name, n, len(state))
-		}
+	}
+	if !maps.Equal(before, restarted) {
+		t.Errorf("a restart over converged Books wrote to the cluster:\nbefore %v\nafter  %v", before, restarted)
 	}
 
 	// Book deleted → its ConfigMap is garbage-collected.
@@ -402,9 +397,7 @@ func scenarios(t *testing.T, im impl) map[string]bookState {
 	}
 	env.WaitForConfigMapGone(t, ns, "book-a")
 
-	if im.probes {
-		checkProbes(t, proc.addrs.probe)
-	}
+	checkProbes(t, proc.addrs.probe)
 	if err := proc.stop(); err != nil {
 		t.Errorf("%s after SIGTERM: %v", im.name, err)
 	}
@@ -419,16 +412,17 @@ const holdFinalizer = "parity.test.ydzs.io/hold"
 // awaitEarlierBooksConfigMap: the Book name in ns finds held, a ConfigMap
 // controlled by an earlier Book of its name and kept by holdFinalizer. The
 // Book must report Ready=False ConfigMapOfEarlierBook and leave held alone,
-// with no Warning; once held is deleted, the Book must create its own
+// with no Warning, also in rechecks (waitSyncs); once held is deleted, the
+// Book must create its own
 // ConfigMap, which holds passes, and be Ready. It returns the Book's state
 // while it waited.
-func awaitEarlierBooksConfigMap(t *testing.T, ns, name string, held *corev1.ConfigMap, holds func(*corev1.ConfigMap) bool) bookState {
+func awaitEarlierBooksConfigMap(t *testing.T, im impl, proc *running, ns, name string, held *corev1.ConfigMap, holds func(*corev1.ConfigMap) bool) bookState {
 	t.Helper()
 	ctx := context.Background()
 	cms := env.Kube.CoreV1().ConfigMaps(ns)
 	env.WaitForReady(t, ns, name, metav1.ConditionFalse, "ConfigMapOfEarlierBook")
-	// Let a few syncs (resyncs of the Book after its own status write) pass.
-	time.Sleep(2 * time.Second)
+	// Rechecks of the Book that saw the earlier Book's ConfigMap.
+	waitSyncs(t, im, proc)
 	now, err := cms.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -689,13 +683,7 @@ type running struct {
 // when BOOK_PARITY_LOG is set.
 func startController(t *testing.T, im impl, ns string) *running {
 	t.Helper()
-	r := &running{addrs: off}
-	if im.probes {
-		r.addrs.probe = framework.FreeAddr(t)
-	}
-	if im.metrics {
-		r.addrs.metrics = framework.FreeAddr(t)
-	}
+	r := &running{addrs: addrs{probe: framework.FreeAddr(t), metrics: framework.FreeAddr(t)}}
 	r.Process = framework.StartProcess(t, im.name, im.bin, im.args(ns, r.addrs)...)
 	if os.Getenv("BOOK_PARITY_LOG") != "" {
 		t.Cleanup(func() { t.Logf("%s output:\n%s", im.name, r.Output()) })
@@ -715,14 +703,6 @@ func (r *running) stop() error {
 	return err
 }
 
-// supportsFlag reports whether bin lists --name in its --help output.
-func supportsFlag(t *testing.T, bin, name string) bool {
-	t.Helper()
-	out, _ := framework.RunToExit(t, time.Minute, bin+" --help", bin, "--help")
-	return strings.Contains(out, "-"+name+" ") || strings.Contains(out, "-"+name+"\n") ||
-		strings.Contains(out, "-"+name+"=")
-}
-
 func firstLine(out, containing string) string {
 	for line := range strings.Lines(out) {
 		if strings.Contains(line, containing) {
@@ -738,4 +718,43 @@ func mustJSON(v any) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// waitSyncs waits until the controller has reconciled twice more, of any
+// result, than when it is called: at least one reconcile then began after
+// the state the test has just seen was written (the one being counted may
+// be the one that wrote it). A check that the controller left something
+// alone comes after it. With no other Book changing, these are rechecks.
+func waitSyncs(t *testing.T, im impl, proc *running) {
+	t.Helper()
+	total := func() float64 {
+		v, err := framework.MetricValue(framework.Scrape(t, proc.addrs.metrics), im.reconciles)
+		if err != nil {
+			t.Fatalf("%v at %s/metrics", err, proc.addrs.metrics)
+		}
+		return v
+	}
+	base := total()
+	framework.Eventually(t, im.name+" to reconcile twice more", func(context.Context) error {
+		n := total() - base
+		return poll.Done(n >= 2, "%v more reconciles", n)
+	})
+}
+
+// waitForEventAbout waits for an Event of the given type and reason about
+// this Book (its UID: an earlier Book of the same name had Events too).
+func waitForEventAbout(t *testing.T, ns string, book *webappv1.Book, eventType, reason string) {
+	t.Helper()
+	framework.Eventually(t, fmt.Sprintf("%s event %s about Book %s (UID %s)", eventType, reason, book.Name, book.UID), func(ctx context.Context) error {
+		list, err := env.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, ev := range list.Items {
+			if ev.Regarding.UID == book.UID && ev.Type == eventType && ev.Reason == reason {
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d Events", len(list.Items))
+	})
 }

@@ -21,6 +21,7 @@ package sharding_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"syscall"
@@ -28,7 +29,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
@@ -94,39 +94,17 @@ func checkBalanced(t *testing.T, leaseID string, namespaces []string, perNS int)
 	}
 }
 
-// waitAllReady waits until every Book is Ready, listing each namespace
-// rather than getting each Book: there may be thousands.
+// waitAllReady waits until every Book is Ready for its generation, listing
+// each namespace rather than getting each Book: there may be thousands.
 func waitAllReady(t *testing.T, books []*webappv1.Book) {
 	t.Helper()
 	want := map[string]int{}
 	for _, b := range books {
 		want[b.Namespace]++
 	}
-	framework.Eventually(t, fmt.Sprintf("%d Books Ready", len(books)), func(ctx context.Context) error {
-		for ns, n := range want {
-			list, err := env.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return err
-			}
-			ready := 0
-			for _, b := range list.Items {
-				if isReady(&b) {
-					ready++
-				}
-			}
-			if ready != n {
-				return fmt.Errorf("%s: %d of %d Books Ready", ns, ready, n)
-			}
-		}
-		return nil
-	})
-}
-
-// isReady: the Book's Ready condition is True for its current generation.
-func isReady(b *webappv1.Book) bool {
-	c := meta.FindStatusCondition(b.Status.Conditions, "Ready")
-	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == b.Generation &&
-		b.Status.ObservedGeneration == b.Generation
+	for _, ns := range slices.Sorted(maps.Keys(want)) {
+		env.WaitForBooksReady(t, ns, want[ns])
+	}
 }
 
 // TestShardCountChange: replicas restarted from --shards 2 to --shards 3
