@@ -193,7 +193,8 @@ func (r *Repo) repoPath(word string) (string, bool) {
 // checks hold to the tree.
 func bareFile(word string) (string, bool) {
 	word = strings.TrimRight(strings.TrimLeft(word, "(["), ").;:,]")
-	if strings.Contains(word, "/") || !pathLike.MatchString(word) {
+	// "_test.go" names a kind of file, not a file.
+	if strings.Contains(word, "/") || !pathLike.MatchString(word) || strings.HasPrefix(word, "_") {
 		return "", false
 	}
 	for _, ext := range checkedExt {
