@@ -727,17 +727,27 @@ func mustJSON(v any) string {
 // alone comes after it. With no other Book changing, these are rechecks.
 func waitSyncs(t *testing.T, im impl, proc *running) {
 	t.Helper()
-	total := func() float64 {
-		v, err := framework.MetricValue(framework.Scrape(t, proc.addrs.metrics), im.reconciles)
+	// A scrape that fails (a process the shared machine stalled past the
+	// HTTP client's timeout) is retried within the wait's bound.
+	total := func() (float64, error) {
+		families, err := framework.ScrapeMetrics(proc.addrs.metrics)
 		if err != nil {
-			t.Fatalf("%v at %s/metrics", err, proc.addrs.metrics)
+			return 0, err
 		}
-		return v
+		return framework.MetricValue(families, im.reconciles)
 	}
-	base := total()
+	var base float64
+	framework.Eventually(t, im.name+"'s reconcile count", func(context.Context) error {
+		var err error
+		base, err = total()
+		return err
+	})
 	framework.Eventually(t, im.name+" to reconcile twice more", func(context.Context) error {
-		n := total() - base
-		return poll.Done(n >= 2, "%v more reconciles", n)
+		n, err := total()
+		if err != nil {
+			return err
+		}
+		return poll.Done(n-base >= 2, "%v more reconciles", n-base)
 	})
 }
 
