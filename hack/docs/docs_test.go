@@ -67,6 +67,7 @@ var checks = map[string]check{
 	"reasons":     CheckReasons,
 	"alerts":      CheckAlerts,
 	"identifiers": CheckIdentifiers,
+	"length":      CheckLength,
 	"comments": func(r *Repo, _ *Docs) []Finding {
 		f, err := CheckComments(r)
 		if err != nil {
@@ -95,6 +96,7 @@ func TestReasonsExistAndAreDocumented(t *testing.T)           { runCheck(t, "rea
 func TestAlertsExistAndAreDocumented(t *testing.T)            { runCheck(t, "alerts") }
 func TestGoNamesInDocsExist(t *testing.T)                     { runCheck(t, "identifiers") }
 func TestCommentsCiteFilesAndFunctionsThatExist(t *testing.T) { runCheck(t, "comments") }
+func TestCappedPagesAreWithinTheirCap(t *testing.T)           { runCheck(t, "length") }
 
 // TestGoodTreePasses runs every check on testdata/good, the tree the broken
 // cases start from: each broken case fails because of its one change.
@@ -142,6 +144,7 @@ func TestBrokenInputFails(t *testing.T) {
 		{"comment-path", "comments", []string{"pkg/controller/more.go:3:", "pkg/controller/informers.go, which does not exist"}},
 		{"comment-yaml", "comments", []string{"manifests/rbac.yaml:1:", "reconcileConfigMap"}},
 		{"comment-name", "comments", []string{"pkg/controller/more.go:3:", "cacheBehind"}},
+		{"length", "length", []string{"README.md:151:", "151 lines, over its cap of 150"}},
 		{"comment-qualified", "comments", []string{"pkg/controller/more.go:3:", "metrics.Gone, which package metrics does not declare"}},
 	}
 	for _, c := range cases {
