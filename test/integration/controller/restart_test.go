@@ -89,6 +89,12 @@ func TestRestartOverConvergedBooksMakesNoWrites(t *testing.T) {
 		http.MethodPost + " /apis/events.k8s.io/v1/namespaces/" + ns + "/events",
 		http.MethodPut + " /apis/webapp.ydzs.io/v1/namespaces/" + ns + "/books/" + marker + "/status",
 	}
+	if framework.LayersOff().OwnWrites {
+		// sample-controller's loop: the marker's own echo may bring it back
+		// to a sync that meets its cached status before the update and
+		// conflicts, so its status may be written more than once.
+		writes = slices.Compact(writes)
+	}
 	if !slices.Equal(writes, want) {
 		t.Errorf("after a restart over %d converged Books and one new Book, the API writes were\n  %s\nwant the new Book's alone:\n  %s",
 			n, strings.Join(writes, "\n  "), strings.Join(want, "\n  "))
