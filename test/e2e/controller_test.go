@@ -223,13 +223,14 @@ func testRBACRefuses(t *testing.T) {
 	ns := env.Namespace(t)
 	createBooks(t, ns, "rbac", 1)
 	waitBooksReady(t, ns, 1, framework.Timeout)
+	name := framework.BookName("rbac", 0)
 	kube, books := controllerClient(t)
 	ctx := context.Background()
-	err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "rbac-0", metav1.DeleteOptions{})
+	err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{})
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("deleting a ConfigMap as %s: %v, want Forbidden (the ClusterRole grants no delete)", saUser, err)
 	}
-	b, err := books.WebappV1().Books(ns).Get(ctx, "rbac-0", metav1.GetOptions{})
+	b, err := books.WebappV1().Books(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
