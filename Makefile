@@ -278,9 +278,10 @@ SOAK_BOOKS ?= 5000
 
 .PHONY: test-soak
 test-soak: tools ## Two replicas over $(SOAK_BOOKS) Books under churn and faults for DURATION; heap, goroutines, FDs judged; _output/soak/soak.png (DURATION=, SOAK_BOOKS=).
-	@rm -f $(OUTPUT)/soak/*.csv $(OUTPUT)/soak/soak.png; rc=0; SOAK_DURATION=$(DURATION) SOAK_BOOKS=$(SOAK_BOOKS) SOAK_OUT=$(abspath $(OUTPUT))/soak \
+	@rm -f $(OUTPUT)/soak/*.csv $(OUTPUT)/soak/soak.png $(OUTPUT)/soak/summary.txt; rc=0; SOAK_DURATION=$(DURATION) SOAK_BOOKS=$(SOAK_BOOKS) SOAK_OUT=$(abspath $(OUTPUT))/soak \
 	  CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags soak,grpcnotrace -count=1 -timeout 12h $(TESTFLAGS) ./test/soak/ || rc=$$?; \
 	  if [ -f $(OUTPUT)/soak/soak.csv ]; then (cd test/soak/chart && GOWORK=off go run . -dir $(abspath $(OUTPUT))/soak) || rc=1; fi; \
+	  if [ -f $(OUTPUT)/soak/summary.txt ]; then cat $(OUTPUT)/soak/summary.txt; else echo "soak: no summary: the run stopped before its end (exit $$rc)"; fi; \
 	  exit $$rc
 
 ##@ The classic loop

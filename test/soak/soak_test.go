@@ -278,11 +278,17 @@ func TestSoak(t *testing.T) {
 	for _, f := range s.faults {
 		kinds[f.Kind]++
 	}
-	// One line for .ci/run's summary, at the start of a line even under -v.
-	fmt.Printf("soak: %v, %d Books (%d lost, %d not Ready, %d extra; converged %v after the churn), %d changes, %d namespace cycles, faults: %d API server restarts + %d leader kills, %d unexpected exits; warm-up %v, %d stretches judged, %d fault returns; %s; %s\n",
+	// One line for .ci/run's summary: written to summary.txt, which make
+	// test-soak prints after the test, since go test shows a passing
+	// package's output only under -v.
+	line := fmt.Sprintf("soak: %v, %d Books (%d lost, %d not Ready, %d extra; converged %v after the churn), %d changes, %d namespace cycles, faults: %d API server restarts + %d leader kills, %d unexpected exits; warm-up %v, %d stretches judged, %d fault returns; %s; %s\n",
 		cfg.duration, cfg.books, lost, notReady, extra, settled.Round(time.Second), s.ops.Load(), s.nsCycles.Load(),
 		kinds["apiserver-restart"], kinds["leader-kill"], s.unexpectedExits.Load(), limits.Warmup, report.Judged, report.Returns,
 		worst(report), result)
+	t.Log(line)
+	if err := os.WriteFile(filepath.Join(cfg.out, "summary.txt"), []byte(line), 0o644); err != nil {
+		t.Errorf("writing the summary: %v", err)
+	}
 }
 
 // worst sums up the stretches' figures: the largest slopes and the
