@@ -80,12 +80,14 @@ type Limits struct {
 // docs/operations.md#soak says why each is what it is.
 func DefaultLimits(duration time.Duration) Limits {
 	return Limits{
-		Warmup:          Warmup(duration),
-		MinSpan:         Warmup(duration),
+		Warmup: Warmup(duration),
+		// A short run's survivor leads for little more than a fifth of it
+		// after the warm-up and the takeover.
+		MinSpan:         min(Warmup(duration), duration/5),
 		HeapSlope:       1 << 20,
 		GoroutineSlope:  1,
 		FDSlope:         0.5,
-		FloorWindow:     time.Minute,
+		FloorWindow:     min(time.Minute, duration/10),
 		GoroutineReturn: 10,
 		ReturnWindow:    2 * time.Minute,
 		FDFinal:         10,

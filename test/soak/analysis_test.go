@@ -82,6 +82,14 @@ func TestWarmup(t *testing.T) {
 			t.Errorf("Warmup(%v) = %v, want %v", d, got, want)
 		}
 	}
+	// A 5-minute run judges its survivor's 2 minutes of leadership after
+	// the takeover, on a floor of 30 s windows.
+	if l := DefaultLimits(5 * time.Minute); l.MinSpan != time.Minute || l.FloorWindow != 30*time.Second {
+		t.Errorf("DefaultLimits(5m): MinSpan %v, FloorWindow %v; want 1m, 30s", l.MinSpan, l.FloorWindow)
+	}
+	if l := DefaultLimits(30 * time.Minute); l.MinSpan != 5*time.Minute || l.FloorWindow != time.Minute {
+		t.Errorf("DefaultLimits(30m): MinSpan %v, FloorWindow %v; want 5m, 1m", l.MinSpan, l.FloorWindow)
+	}
 }
 
 // series makes the samples of one process every 10 s from..to, with the
