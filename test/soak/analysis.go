@@ -63,6 +63,12 @@ type Limits struct {
 	// HeapSlope (bytes per minute), GoroutineSlope and FDSlope (per minute)
 	// are the largest least-squares slopes allowed.
 	HeapSlope, GoroutineSlope, FDSlope float64
+	// HeapSettle (bytes) is a rise of the heap's floor over a stretch that
+	// is allowed whatever its slope: a process settling into a role (a new
+	// leader's workers and write buffers) rises by a few MiB, which over a
+	// short run's 2-minute stretch is a steep slope and no leak. The limit
+	// on a stretch is thus max(HeapSlope, HeapSettle / its span).
+	HeapSettle float64
 	// FloorWindow: the heap's slope is fitted to its floor, the smallest
 	// sample of each window of this length, since heap in use swings with
 	// every GC cycle and its floor is the live heap a leak raises.
@@ -85,6 +91,7 @@ func DefaultLimits(duration time.Duration) Limits {
 		// after the warm-up and the takeover.
 		MinSpan:         min(Warmup(duration), duration/5),
 		HeapSlope:       1 << 20,
+		HeapSettle:      4 << 20,
 		GoroutineSlope:  1,
 		FDSlope:         0.5,
 		FloorWindow:     min(time.Minute, duration/10),
@@ -270,8 +277,8 @@ func judge(st Stretch, faults []Fault, l Limits) StretchReport {
 	sr.FDBase = median(head, func(x Sample) float64 { return x.FDs })
 	sr.FDLast = ss[len(ss)-1].FDs
 
-	if sr.HeapSlope > l.HeapSlope {
-		sr.Problems = append(sr.Problems, fmt.Sprintf("heap floor grows %.2f MiB/min (limit %.2f)", sr.HeapSlope/(1<<20), l.HeapSlope/(1<<20)))
+	if limit := max(l.HeapSlope, l.HeapSettle/st.Span().Minutes()); sr.HeapSlope > limit {
+		sr.Problems = append(sr.Problems, fmt.Sprintf("heap floor grows %.2f MiB/min (limit %.2f over %v)", sr.HeapSlope/(1<<20), limit/(1<<20), st.Span()))
 	}
 	if sr.GoroutineSlope > l.GoroutineSlope {
 		sr.Problems = append(sr.Problems, fmt.Sprintf("goroutines grow %.2f/min (limit %.2f)", sr.GoroutineSlope, l.GoroutineSlope))
@@ -309,7 +316,8 @@ func judge(st Stretch, faults []Fault, l Limits) StretchReport {
 }
 
 // Floor returns, for each window of the given width along xs (sorted),
-// the x and y of the window's smallest y.
+// the x and y of the window's smallest y; a last window less than half
+// covered is left out.
 func Floor(xs, ys []float64, width float64) (fx, fy []float64) {
 	if len(xs) == 0 {
 		return nil, nil
@@ -331,7 +339,11 @@ func Floor(xs, ys []float64, width float64) (fx, fy []float64) {
 			best = i
 		}
 	}
-	flush()
+	// A last window less than half full likely missed the GC's trough:
+	// its "floor" would be a peak of the sawtooth.
+	if xs[len(xs)-1]-start >= width/2 {
+		flush()
+	}
 	return fx, fy
 }
 

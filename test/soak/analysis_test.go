@@ -57,6 +57,11 @@ func TestFloor(t *testing.T) {
 	if want := []float64{3, 4, 6}; !equal(fy, want) {
 		t.Errorf("floor ys = %v, want %v", fy, want)
 	}
+	// A last window with one sample at its start is left out.
+	fx, _ = Floor(append(xs, 3), append(ys, 1), 1)
+	if want := []float64{0.5, 1.5, 2}; !equal(fx, want) {
+		t.Errorf("floor xs with a lone last sample = %v, want %v", fx, want)
+	}
 }
 
 func equal(a, b []float64) bool {
@@ -219,6 +224,31 @@ func TestStretchesSplitByRoleAndProcess(t *testing.T) {
 	}
 	if r.Stretches[3].GoroutineBase != 120 {
 		t.Errorf("b#0 leader's baseline %v, want 120", r.Stretches[3].GoroutineBase)
+	}
+}
+
+// A short stretch may settle by HeapSettle (4 MiB) whatever its slope; a
+// long one may not grow by more than HeapSlope a minute.
+func TestHeapSettleOnShortStretches(t *testing.T) {
+	l := DefaultLimits(5 * time.Minute)
+	// 2 minutes of leadership whose floor rises 3 MiB: 1.5 MiB/min, within
+	// the 2 MiB/min that 4 MiB over 2 minutes allows.
+	settle := series("a", 0, -time.Minute, 100*time.Second, 220*time.Second, always(true),
+		sawtooth(func(m float64) float64 { return 18 + 1.5*(m-100.0/60) }), flat(170), flat(18))
+	if r := Analyze(settle, nil, 5*time.Minute, l); !r.Pass() {
+		t.Errorf("settling 3 MiB in 2 minutes: problems %v", r.Problems)
+	}
+	// 8 MiB over the same 2 minutes: fails.
+	grow := series("a", 0, -time.Minute, 100*time.Second, 220*time.Second, always(true),
+		sawtooth(func(m float64) float64 { return 18 + 4*(m-100.0/60) }), flat(170), flat(18))
+	if r := Analyze(grow, nil, 5*time.Minute, l); r.Pass() {
+		t.Errorf("growing 8 MiB in 2 minutes passed")
+	}
+	// 1.5 MiB/min over 25 minutes is no settling: fails.
+	long := series("a", 0, -time.Minute, 0, 30*time.Minute, always(true),
+		sawtooth(func(m float64) float64 { return 18 + 1.5*m }), flat(170), flat(18))
+	if r := Analyze(long, nil, 30*time.Minute, testLimits); r.Pass() {
+		t.Errorf("growing 1.5 MiB/min for 25 minutes passed")
 	}
 }
 
