@@ -54,9 +54,12 @@ type Fault struct {
 
 // Limits are what the soak tolerates.
 type Limits struct {
-	// Warmup: samples before it (since the churn started, and since the
-	// process started) are not judged.
-	Warmup time.Duration
+	// Warmup: samples before it (since the churn started) are not judged;
+	// nor those of a process before ProcessWarmup since it started: one
+	// started mid-run joins a warm cluster and only fills its caches, and
+	// a longer wait would leave it too little time before the next leader
+	// kill.
+	Warmup, ProcessWarmup time.Duration
 	// MinSpan is the shortest stretch of one process in one role that is
 	// judged; a shorter one gives no meaningful slope.
 	MinSpan time.Duration
@@ -86,7 +89,8 @@ type Limits struct {
 // docs/operations.md#soak says why each is what it is.
 func DefaultLimits(duration time.Duration) Limits {
 	return Limits{
-		Warmup: Warmup(duration),
+		Warmup:        Warmup(duration),
+		ProcessWarmup: min(Warmup(duration), 2*time.Minute),
 		// A short run's survivor leads for little more than a fifth of it
 		// after the warm-up and the takeover.
 		MinSpan:         min(Warmup(duration), duration/5),
@@ -164,10 +168,10 @@ func (s Stretch) Span() time.Duration {
 }
 
 // Stretches cuts the samples taken before end into stretches: the samples
-// of one process after the warm-up (counted from the churn's start and
-// from the process's), split where its role changes. They are sorted by
+// of one process after the warm-up (counted from the churn's start) and
+// after its own (from the process's start), split where its role changes. They are sorted by
 // slot, generation and time.
-func Stretches(samples []Sample, warmup, end time.Duration) []Stretch {
+func Stretches(samples []Sample, warmup, processWarmup, end time.Duration) []Stretch {
 	s := slices.Clone(samples)
 	slices.SortStableFunc(s, func(a, b Sample) int {
 		if a.Slot != b.Slot {
@@ -183,7 +187,7 @@ func Stretches(samples []Sample, warmup, end time.Duration) []Stretch {
 	})
 	var out []Stretch
 	for _, x := range s {
-		if x.At > end || x.At < warmup || x.At < x.Started+warmup {
+		if x.At > end || x.At < warmup || x.At < x.Started+processWarmup {
 			continue
 		}
 		if n := len(out); n > 0 {
@@ -230,7 +234,7 @@ func (r Report) Pass() bool { return r.Judged > 0 && len(r.Problems) == 0 }
 // Analyze judges the samples taken before end against l.
 func Analyze(samples []Sample, faults []Fault, end time.Duration, l Limits) Report {
 	var r Report
-	for _, st := range Stretches(samples, l.Warmup, end) {
+	for _, st := range Stretches(samples, l.Warmup, l.ProcessWarmup, end) {
 		sr := judge(st, faults, l)
 		if sr.Judged {
 			r.Judged++

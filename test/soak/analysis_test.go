@@ -219,8 +219,8 @@ func TestStretchesSplitByRoleAndProcess(t *testing.T) {
 	if !r.Pass() || r.Judged != 4 {
 		t.Errorf("Pass=%v judged=%d problems=%v", r.Pass(), r.Judged, r.Problems)
 	}
-	if r.Stretches[1].From != 20*time.Minute {
-		t.Errorf("a#1 judged from %v, want 5 minutes after its start, 20m", r.Stretches[1].From)
+	if r.Stretches[1].From != 17*time.Minute {
+		t.Errorf("a#1 judged from %v, want 2 minutes after its start, 17m", r.Stretches[1].From)
 	}
 	if r.Stretches[3].GoroutineBase != 120 {
 		t.Errorf("b#0 leader's baseline %v, want 120", r.Stretches[3].GoroutineBase)
