@@ -71,6 +71,7 @@ verify: ## Fail if generated code is stale, code is not gofmt'ed or go vet compl
 	CGO_ENABLED=0 go vet -trimpath -tags e2e,grpcnotrace ./test/e2e/
 	CGO_ENABLED=0 go vet -trimpath $(GO_BUILD_FLAGS) -tags compat,grpcnotrace ./test/compat/
 	cd hack/tools/kubernetes-1.36 && GOWORK=off go mod tidy -diff
+	cd test/soak/chart && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff
 
 # Every build of our binaries uses these flags (so do hack/demo.sh,
 # hack/local-up.sh and test/integration/framework's BuildController and
@@ -265,6 +266,23 @@ CHAOS_ROUNDS ?= 10
 .PHONY: test-chaos
 test-chaos: tools ## Fault injection: API server/etcd/process/leader kills, namespace deletion, racing writer (CHAOS_BOOKS=, CHAOS_ROUNDS=).
 	CHAOS_BOOKS=$(CHAOS_BOOKS) CHAOS_ROUNDS=$(CHAOS_ROUNDS) CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags chaos,grpcnotrace -count=1 -timeout 60m $(TESTFLAGS) ./test/chaos/
+
+##@ Soak
+
+# How long `make test-soak` churns and injects faults (a Go duration), and
+# over how many Books. The test bounds itself (set-up, DURATION, a final wait
+# of 5 min + 1 min per 1,000 Books); -timeout 12h only catches a hang. The
+# chart is drawn even when the soak fails: that is when it is wanted.
+DURATION ?= 30m
+SOAK_BOOKS ?= 5000
+
+.PHONY: test-soak
+test-soak: tools ## Two replicas over $(SOAK_BOOKS) Books under churn and faults for DURATION; heap, goroutines, FDs judged; _output/soak/soak.png (DURATION=, SOAK_BOOKS=).
+	@rm -f $(OUTPUT)/soak/*.csv $(OUTPUT)/soak/soak.png $(OUTPUT)/soak/summary.txt; rc=0; SOAK_DURATION=$(DURATION) SOAK_BOOKS=$(SOAK_BOOKS) SOAK_OUT=$(abspath $(OUTPUT))/soak \
+	  CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags soak,grpcnotrace -count=1 -timeout 12h $(TESTFLAGS) ./test/soak/ || rc=$$?; \
+	  if [ -f $(OUTPUT)/soak/soak.csv ]; then (cd test/soak/chart && GOWORK=off go run . -dir $(abspath $(OUTPUT))/soak) || rc=1; fi; \
+	  if [ -f $(OUTPUT)/soak/summary.txt ]; then cat $(OUTPUT)/soak/summary.txt; else echo "soak: no summary: the run stopped before its end (exit $$rc)"; fi; \
+	  exit $$rc
 
 ##@ The classic loop
 
