@@ -53,7 +53,7 @@ help: ## Show this help: every target, by section (hack/docs checks it lists the
 ##@ Development
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, clientset, listers, informers, apply configs (v1, v2), manifests/crd.yaml, crd-v2.yaml and docs/flags.md's flag tables.
+generate: ## Regenerate deepcopy, clientset, listers, informers, apply configs, the CRDs in manifests/ and docs/flags.md's flag tables.
 	hack/update-codegen.sh
 	hack/update-docs.sh
 
@@ -266,6 +266,14 @@ CHAOS_ROUNDS ?= 10
 test-chaos: tools ## Fault injection: API server/etcd/process/leader kills, namespace deletion, racing writer (CHAOS_BOOKS=, CHAOS_ROUNDS=).
 	CHAOS_BOOKS=$(CHAOS_BOOKS) CHAOS_ROUNDS=$(CHAOS_ROUNDS) CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags chaos,grpcnotrace -count=1 -timeout 60m $(TESTFLAGS) ./test/chaos/
 
+# fork:begin fork
+##@ Make it your own
+
+.PHONY: test-fork
+test-fork: tools ## Fork this project twice with hack/fork (whole: Widget; --minimal: Policy) into _output/fork/ and build, vet and make test each (docs/fork.md).
+	hack/test-fork.sh
+
+# fork:end fork
 ##@ The classic loop
 
 # The chaos tests that `make test-classic` runs with every layer off: all but
