@@ -21,7 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
+	"net/url" // fork:line ui
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -30,7 +30,7 @@ import (
 
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/manager"
-	"ydzs.io/book-controller/pkg/shard"
+	"ydzs.io/book-controller/pkg/shard" // fork:line shards
 )
 
 // options are the command-line settings: where the API server is and how
@@ -119,10 +119,12 @@ func (o *options) serverFlags(fs *pflag.FlagSet) {
 		`Address to serve /healthz and /readyz on; "0" turns it off.`)
 	fs.StringVar(&o.mgr.PprofAddr, "pprof-bind-address", o.mgr.PprofAddr,
 		`Address to serve Go profiles on /debug/pprof/ (net/http/pprof), e.g. "127.0.0.1:6060"; "0" turns it off. Unauthenticated: bind it to localhost.`)
+	// fork:begin ui
 	fs.StringVar(&o.mgr.UISourceURL, "ui-source-url", o.mgr.UISourceURL,
 		`With --ui-bind-address: where the live view's links to this repository's files point (a path such as pkg/controller/handlers.go is appended), e.g. "https://github.com/you/book-controller/blob/main/"; empty: https://ydzs.io/book-controller/blob/main/.`)
 	fs.StringVar(&o.mgr.UIAddr, "ui-bind-address", o.mgr.UIAddr,
 		`Address to serve the live view of the controller on (docs/ui.md), e.g. "127.0.0.1:8082"; "0" turns it off. It shows Books and the controller's internals: bind it to localhost, or add --metrics-secure to serve it as the metrics are.`)
+	// fork:end ui
 }
 
 // leaderElectionFlags registers the --leader-elect flags.
@@ -262,9 +264,15 @@ func (o *options) validate() error {
 	case m.Namespace != "" && len(m.Namespace) > 63:
 		return fmt.Errorf("--namespace %q is longer than 63 characters and cannot name a namespace", m.Namespace)
 	}
-	return o.validateUISourceURL()
+	// fork:begin ui
+	if err := o.validateUISourceURL(); err != nil {
+		return err
+	}
+	// fork:end ui
+	return nil
 }
 
+// fork:begin ui
 // validateUISourceURL checks --ui-source-url, and ends it with a slash so
 // that a file's path can be appended.
 func (o *options) validateUISourceURL() error {
@@ -281,3 +289,5 @@ func (o *options) validateUISourceURL() error {
 	}
 	return nil
 }
+
+// fork:end ui

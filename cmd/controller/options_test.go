@@ -157,6 +157,7 @@ func TestParseMetricsSecure(t *testing.T) {
 	}
 }
 
+// fork:begin ui
 // --ui-source-url gets the slash a file's path is appended after.
 func TestParseUISourceURL(t *testing.T) {
 	if o := parseOK(t); o.mgr.UISourceURL != "" {
@@ -167,6 +168,8 @@ func TestParseUISourceURL(t *testing.T) {
 		t.Errorf("--ui-source-url: got %q, want %q", o.mgr.UISourceURL, want)
 	}
 }
+
+// fork:end ui
 
 // A flag's value is the next argument even when it begins with a dash: it is
 // never taken for a flag itself.
@@ -221,9 +224,9 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"--disable-layers=all,bogus"}, "--disable-layers"},
 		{[]string{"--metrics-cert-dir=/certs"}, "--metrics-secure"},
 		{[]string{"--metrics-secure=maybe"}, "--metrics-secure"},
-		{[]string{"--ui-source-url=github.com/you/book-controller"}, "--ui-source-url"},
-		{[]string{"--ui-source-url=file:///src/"}, "absolute http(s) URL"},
-		{[]string{"--kubeconfig"}, "--kubeconfig"}, // no value at all
+		{[]string{"--ui-source-url=github.com/you/book-controller"}, "--ui-source-url"}, // fork:line ui
+		{[]string{"--ui-source-url=file:///src/"}, "absolute http(s) URL"},              // fork:line ui
+		{[]string{"--kubeconfig"}, "--kubeconfig"},                                      // no value at all
 		{[]string{"-kubeconfig"}, "kubeconfig"},
 		{[]string{"--bogus"}, "--bogus"},
 		{[]string{"--bogus=1", "-workers", "2"}, "--bogus"},
@@ -267,9 +270,9 @@ func TestParseLayers(t *testing.T) {
 	if got := parseOK(t, "--disable-layers=all").mgr.Controller.Off; got != controller.AllLayers() {
 		t.Errorf("--disable-layers=all: %+v, want every layer off", got)
 	}
-	got := parseOK(t, "--disable-layers", "own-writes, watch-decode", "--disable-layers=compact-books").mgr.Controller.Off
-	if want := (controller.Layers{OwnWrites: true, WatchDecode: true, CompactBooks: true}); got != want {
-		t.Errorf("--disable-layers own-writes,watch-decode + compact-books: %+v, want %+v", got, want)
+	got := parseOK(t, "--disable-layers", "own-writes, not-ready-gauge", "--disable-layers=compact-books").mgr.Controller.Off
+	if want := (controller.Layers{OwnWrites: true, NotReadyGauge: true, CompactBooks: true}); got != want {
+		t.Errorf("--disable-layers own-writes,not-ready-gauge + compact-books: %+v, want %+v", got, want)
 	}
 	if got := parseOK(t, "--live-first=false").mgr.Controller.Off; got != (controller.Layers{LiveFirst: true}) {
 		t.Errorf("--live-first=false: %+v, want live-first off", got)

@@ -47,6 +47,7 @@ type options struct {
 	names
 	out, source string
 	minimal     bool
+	keep        []string // optional parts --minimal keeps
 }
 
 // parse reads the command line; every error is a usage error (exit 2).
@@ -62,6 +63,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	out := fs.String("out", "", "directory to write the new project into; must not exist or be empty")
 	source := fs.String("source", ".", "a directory of this project's git checkout")
 	minimal := fs.Bool("minimal", false, "leave out the optional parts: twin, bench, ui, shards, watchdecode, node, chaos")
+	keep := fs.String("keep", "", "with --minimal, optional parts to keep nevertheless, comma-separated (--keep ui,shards)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -75,7 +77,16 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if err := checkOut(*out); err != nil {
 		return options{}, err
 	}
-	return options{names: n, out: *out, source: *source, minimal: *minimal}, nil
+	var kept []string
+	if *keep != "" {
+		for _, p := range strings.Split(*keep, ",") {
+			if pt, ok := parts[p]; !ok || pt.always {
+				return options{}, &usageError{"keep", fmt.Sprintf("%q is no optional part (%s)", p, optionalParts())}
+			}
+			kept = append(kept, p)
+		}
+	}
+	return options{names: n, out: *out, source: *source, minimal: *minimal, keep: kept}, nil
 }
 
 // checkOut: --out is given and is no file, nor a directory with anything in it.
@@ -146,7 +157,7 @@ func render(o options) ([]file, error) {
 	if err != nil {
 		return nil, err
 	}
-	drop := dropper(o.minimal)
+	drop := dropper(o.minimal, o.keep)
 	r := newRenamer(o.names)
 	var files []file
 	for _, p := range strings.Split(strings.TrimRight(list, "\x00"), "\x00") {

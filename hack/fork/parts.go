@@ -52,15 +52,18 @@ var parts = map[string]part{
 	"twin": {why: "the controller-runtime twin and the parity test",
 		paths: []string{"examples/controller-runtime", "test/integration/parity", "test/integration/framework/twin.go", "docs/controller-runtime.md"}},
 	"bench": {why: "the benchmark and its results",
-		paths: []string{"test/bench", "docs/bench", "docs/benchmark.md", "test/integration/framework/bounds.go"}},
+		paths: []string{"test/bench", "docs/bench", "docs/benchmark.md"}},
 	"ui": {why: "the live view",
-		paths: []string{"pkg/ui", "test/ui", "hack/test-ui.sh", "docs/ui.md", "docs/ui.png", "pkg/manager/ui.go", "pkg/controller/observer.go", "pkg/controller/observer_test.go", "test/integration/controller/ui_test.go"}},
+		paths: []string{"pkg/ui", "test/ui", "hack/test-ui.sh", "docs/ui.md", "docs/ui.png", "pkg/manager/ui.go", "test/integration/controller/ui_test.go"}},
 	"shards": {why: "--shards: several replicas each serving part of the objects",
 		paths: []string{"pkg/shard", "test/integration/sharding", "test/integration/framework/shards.go", "manifests/overlays/sharded", "docs/sharding.md"}},
 	"watchdecode": {why: "the Book watch stream's own decoder",
 		paths: []string{"pkg/watchdecode", "test/integration/controller/watchdecode_test.go"}},
-	"node": {why: "the local node that runs pods, and the end-to-end tests on it",
-		paths: []string{"hack/tools/node", "hack/tools/containerd", "hack/install-runc.sh", "test/e2e", "docs/node.md"}},
+	// The node itself (make cluster-up NODE=1: hack/tools/node, containerd,
+	// pkg/localcluster's node) stays: hack/build-tools.sh and
+	// hack/local-up.sh build and run it.
+	"node": {why: "the end-to-end tests on the local node",
+		paths: []string{"test/e2e"}},
 	"chaos": {why: "the fault-injection suite",
 		paths: []string{"test/chaos"}},
 }
@@ -77,9 +80,21 @@ func partNames() string {
 	return strings.Join(n, ", ")
 }
 
-// dropper says which parts a fork leaves out.
-func dropper(minimal bool) func(string) bool {
-	return func(name string) bool { return parts[name].always || minimal }
+func optionalParts() string {
+	var n []string
+	for name, p := range parts {
+		if !p.always {
+			n = append(n, name)
+		}
+	}
+	sort.Strings(n)
+	return strings.Join(n, ", ")
+}
+
+// dropper says which parts a fork leaves out: with minimal, every one but
+// those of keep.
+func dropper(minimal bool, keep []string) func(string) bool {
+	return func(name string) bool { return parts[name].always || (minimal && !slices.Contains(keep, name)) }
 }
 
 // dropped reports whether the file p (slash-separated, relative to the

@@ -108,7 +108,7 @@ func Defaults() Config {
 		MetricsAddr: defaultMetricsAddr,
 		ProbeAddr:   defaultProbeAddr,
 		PprofAddr:   defaultPprofAddr,
-		UIAddr:      disabledAddr,
+		UIAddr:      disabledAddr, // fork:line ui
 		EventQPS:    defaultEventQPS,
 		EventBurst:  defaultEventBurst,
 	}

@@ -37,7 +37,7 @@ import (
 	"ydzs.io/book-controller/pkg/metrics"
 	"ydzs.io/book-controller/pkg/preflight"
 	"ydzs.io/book-controller/pkg/shard"
-	"ydzs.io/book-controller/pkg/ui"
+	"ydzs.io/book-controller/pkg/ui" // fork:line ui
 )
 
 // Config is everything Run needs. Defaults() holds the settings of the
@@ -76,12 +76,14 @@ type Config struct {
 	// PprofAddr serves the Go runtime's profiles under /debug/pprof/; ""
 	// or "0" (the default) is off.
 	PprofAddr string
+	// fork:begin ui
 	// UIAddr serves the live view of the controller (pkg/ui); "" or "0"
 	// (the default) is off. With MetricsSecure it is served as the metrics.
 	UIAddr string
 	// UISourceURL is the base of the UI's links to this repository's
 	// files (a fork's, say); empty: the module path's home.
 	UISourceURL string
+	// fork:end ui
 	// EventQPS and EventBurst limit the Events this process sends; Events
 	// over the rate are dropped (see newEventRecorder). Zero
 	// means no limit.
@@ -126,7 +128,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	m := &manager{cfg: withDefaults(cfg), clock: clock.RealClock{}}
 	defer m.stop()
-	m.setUpUI()
+	m.setUpUI() // fork:line ui
 	if err := m.planShards(); err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
@@ -139,7 +141,7 @@ func Run(ctx context.Context, cfg Config) error {
 		{"preflight", m.preflight},                  // API reachable, CRD installed, Lease holdable
 		{"build the controller", m.buildController}, // Events, informers' handlers, queue
 		{"serve endpoints", m.serveEndpoints},       // /metrics, /healthz, /readyz
-		{"serve the UI", m.serveUI},                 // --ui-bind-address
+		{"serve the UI", m.serveUI},                 // --ui-bind-address // fork:line ui
 		{"start informers", m.startInformers},       // warm caches, also on a standby
 		{"work", m.work},                            // the controller: at once, or only while leading
 	}
@@ -150,7 +152,7 @@ func Run(ctx context.Context, cfg Config) error {
 			{"connect", m.connect},                // clients; a slot per shard, with its gate
 			{"preflight", m.preflight},            // and the API server filters by shard
 			{"serve endpoints", m.serveEndpoints}, // /metrics, /healthz, /readyz
-			{"serve the UI", m.serveUI},           // --ui-bind-address
+			{"serve the UI", m.serveUI},           // --ui-bind-address // fork:line ui
 			{"work", m.workShards},                // each shard while holding its Lease
 		}
 	}
@@ -179,8 +181,10 @@ type manager struct {
 
 	clients *clients
 	metrics *managerMetrics
+	// fork:begin ui
 	// ui records what the controllers do, for --ui-bind-address; nil when off.
 	ui *ui.Recorder
+	// fork:end ui
 	// eventLimiter is the process's Event token bucket, shared by every
 	// shard's recorder; nil for no limit.
 	eventLimiter flowcontrol.RateLimiter

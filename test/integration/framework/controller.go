@@ -54,8 +54,10 @@ type ControllerOptions struct {
 	// for authorized callers only.
 	MetricsSecure  bool
 	MetricsCertDir string
+	// fork:begin ui
 	// UIAddr is passed through: the live view (pkg/ui); empty means off.
 	UIAddr string
+	// fork:end ui
 	// EventQPS and EventBurst are passed through; zero EventQPS sends
 	// every Event.
 	EventQPS   float32
@@ -106,7 +108,7 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 		MetricsSecure:  opts.MetricsSecure,
 		MetricsCertDir: opts.MetricsCertDir,
 		ProbeAddr:      opts.ProbeAddr,
-		UIAddr:         opts.UIAddr,
+		UIAddr:         opts.UIAddr, // fork:line ui
 		EventQPS:       opts.EventQPS,
 		EventBurst:     opts.EventBurst,
 	}
