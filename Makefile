@@ -155,10 +155,6 @@ twin-build: ## Build the controller-runtime twin into _output/bin/book-controlle
 twin-run: ## Run the controller-runtime twin against $KUBECONFIG (default: the local cluster).
 	cd $(TWIN_DIR) && go run ./cmd --kubeconfig "$(KUBECONFIG)" --health-probe-bind-address 0
 
-.PHONY: test-alerts
-test-alerts: ## promtool check rules + test rules for manifests/components/prometheus (first run builds promtool: minutes).
-	cd hack/tools/promtool && GOWORK=off go test -count=1 -timeout 40m $(TESTFLAGS) ./...
-
 # fork:end twin
 # fork:begin ui
 .PHONY: test-ui
@@ -173,6 +169,10 @@ parity: tools ## Run this controller and the twin through the same scenarios and
 
 # fork:end twin
 ##@ Deployment
+
+.PHONY: test-alerts
+test-alerts: ## promtool check rules + test rules for manifests/components/prometheus (first run builds promtool: minutes).
+	cd hack/tools/promtool && GOWORK=off go test -count=1 -timeout 40m $(TESTFLAGS) ./...
 
 .PHONY: image
 image: ## Build the image for linux/amd64 and linux/arm64 without Docker: OCI layout and docker tarballs in _output/image/.

@@ -22,6 +22,13 @@ FORKS=(
   "policy-controller minimal --module example.com/policy-controller --group policy.example.com --version v1beta1 --kind Policy --minimal"
 )
 
+# FORK_ONLY=whole or FORK_ONLY=minimal tests that fork alone.
+if [[ -n "${FORK_ONLY:-}" ]]; then
+  only=()
+  for f in "${FORKS[@]}"; do [[ " ${f} " == *" ${FORK_ONLY} "* ]] && only+=("${f}"); done
+  FORKS=("${only[@]}")
+fi
+
 # Where this project's names may stay in a fork: client-go's watch
 # bookmarks, which are no Book.
 ALLOWED_BOOK='bookmark'

@@ -68,10 +68,11 @@ const (
 	// fork:end v2
 	// sampleFile is the lesson's sample Book; it must stay among the examples.
 	sampleFile = "examples/book-sample.yaml"
-	// minInvalid and minInvalidV2 are the fewest invalid examples we accept:
-	// one per rule the schema enforces, and then some.
+	// minInvalid is the fewest invalid examples we accept: one per rule
+	// the schema enforces, and then some.
 	minInvalid = 8
 	// fork:begin v2
+	// minInvalidV2 is minInvalid for v2.
 	minInvalidV2 = 12
 	// fork:end v2
 )

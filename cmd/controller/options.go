@@ -45,9 +45,11 @@ type options struct {
 	// turns both into mgr.Controller.Off.
 	liveFirst     bool
 	disableLayers []string
+	// fork:begin shards
 	// shardBoundaries is the removed --shard-boundaries, refused with
 	// the reason.
 	shardBoundaries []string
+	// fork:end shards
 	// showVersion is --version: print the version and exit.
 	showVersion bool
 	// mgr is passed to manager.Run, with the client configuration.
@@ -75,12 +77,14 @@ func (o *options) flagSet() *pflag.FlagSet {
 	fs.StringVar(&o.mgr.Namespace, "namespace", o.mgr.Namespace,
 		"Only watch Books in this namespace. Empty watches all namespaces.")
 	fs.IntVar(&o.mgr.Workers, "workers", o.mgr.Workers,
-		"Number of Books synced concurrently (with --shards, in each shard held).")
+		"Number of Books synced concurrently (with shards, in each shard held).")
+	// fork:begin shards
 	fs.IntVar(&o.mgr.Shards, "shards", o.mgr.Shards,
 		"Split the Books by a hash of their UID into this many shards, each served by the replica holding the Lease <leader-elect-id>-shard-<i>. Needs --leader-elect and kube-apiserver's ShardedListAndWatch feature gate. 1: unsharded.")
 	// Gone since Books are sharded by UID; kept hidden to say so.
 	fs.StringSliceVar(&o.shardBoundaries, "shard-boundaries", nil, "")
 	_ = fs.MarkHidden("shard-boundaries")
+	// fork:end shards
 	fs.BoolVar(&o.liveFirst, "live-first", o.liveFirst,
 		"Sync Books that a live change brought before those only the informers' initial list brought (after a restart or a failover). false: arrival order, the same as --disable-layers=live-first.")
 	fs.StringSliceVar(&o.disableLayers, "disable-layers", o.disableLayers,
@@ -224,16 +228,20 @@ func goStyleToPosix(fs *pflag.FlagSet, args []string) []string {
 func (o *options) validate() error {
 	m, le := &o.mgr, &o.mgr.LeaderElection
 	switch {
+	// fork:begin shards
 	case len(o.shardBoundaries) > 0:
 		return errors.New("--shard-boundaries is gone: Books are sharded by the hash of their UID, which spreads them evenly whatever the namespaces; drop the flag (docs/sharding.md)")
+	// fork:end shards
 	case m.Workers < 1:
 		return fmt.Errorf("--workers must be at least 1, got %d", m.Workers)
+	// fork:begin shards
 	case m.Shards < 1:
 		return fmt.Errorf("--shards must be at least 1 (1: unsharded), got %d", m.Shards)
 	case m.Shards > shard.Max:
 		return fmt.Errorf("--shards must be at most %d, got %d", shard.Max, m.Shards)
 	case m.Shards > 1 && !le.Enabled:
 		return fmt.Errorf("--shards %d needs --leader-elect: each shard is served by the replica holding its Lease", m.Shards)
+	// fork:end shards
 	case m.ResyncPeriod < 0:
 		return fmt.Errorf("--resync-period must be 0 (off) or positive, got %s", m.ResyncPeriod)
 	case m.Controller.ConflictRecheck <= 0:

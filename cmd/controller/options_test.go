@@ -124,6 +124,7 @@ func TestParseOtherFlags(t *testing.T) {
 	}
 }
 
+// fork:begin shards
 // --shards N>1 is accepted with what it needs, leader election, and with
 // one namespace too: Books are sharded by UID.
 func TestParseShards(t *testing.T) {
@@ -137,6 +138,8 @@ func TestParseShards(t *testing.T) {
 		t.Errorf("--shards=3 --namespace=team parsed as %d, %q", o.mgr.Shards, o.mgr.Namespace)
 	}
 }
+
+// fork:end shards
 
 // Plain HTTP metrics stay the default (make run); the Deployment's
 // spelling turns on HTTPS, with or without a certificate directory.
@@ -216,10 +219,12 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"--kube-api-qps=0"}, "client-go would turn into 5"}, // not silently 5 QPS
 		{[]string{"--kube-api-burst=0"}, "--kube-api-burst"},
 		{[]string{"--namespace", strings.Repeat("n", 64)}, "--namespace"},
+		// fork:begin shards
 		{[]string{"--shards=0"}, "--shards"},
 		{[]string{"--shards=65", "--leader-elect"}, "--shards must be at most 64"},
 		{[]string{"--shards=3"}, "--shards 3 needs --leader-elect"},
 		{[]string{"--shards=3", "--leader-elect", "--shard-boundaries=0x5555555555555555,0xaaaaaaaaaaaaaaaa"}, "--shard-boundaries is gone"},
+		// fork:end shards
 		{[]string{"--disable-layers=own-write"}, `--disable-layers: unknown layer "own-write": want own-writes, `},
 		{[]string{"--disable-layers=all,bogus"}, "--disable-layers"},
 		{[]string{"--metrics-cert-dir=/certs"}, "--metrics-secure"},

@@ -39,9 +39,11 @@ const (
 	// (docs/benchmark.md). Idle workers cost a parked goroutine.
 	defaultWorkers = 128
 
+	// fork:begin shards
 	// defaultShards: one replica does all the work, as before sharding.
 	// shard.Max bounds --shards.
 	defaultShards = 1
+	// fork:end shards
 
 	// defaultResyncPeriod replays the caches rarely: resyncs of unchanged
 	// objects are skipped, and the 30 s conflict recheck covers the one
@@ -93,7 +95,7 @@ const (
 func Defaults() Config {
 	return Config{
 		Workers:      defaultWorkers,
-		Shards:       defaultShards,
+		Shards:       defaultShards, // fork:line shards
 		ResyncPeriod: defaultResyncPeriod,
 		Controller: controller.Options{
 			ConflictRecheck: controller.DefaultConflictRecheck,

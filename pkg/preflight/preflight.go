@@ -40,7 +40,7 @@ import (
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
-	"ydzs.io/book-controller/pkg/shard"
+	"ydzs.io/book-controller/pkg/shard" // fork:line shards
 )
 
 // preflightTimeout bounds the first request, so a server that swallows
@@ -126,6 +126,7 @@ func Lease(ctx context.Context, client coordinationv1client.LeasesGetter, namesp
 	}
 }
 
+// fork:begin shards
 // shardedListAndWatchHint is the fix for an API server that ignores shard
 // selectors.
 const shardedListAndWatchHint = "start kube-apiserver with --feature-gates=ShardedListAndWatch=true (alpha since Kubernetes v1.36)"
@@ -165,3 +166,5 @@ func Shards(ctx context.Context, host, namespace string, books versioned.Interfa
 	}
 	return nil
 }
+
+// fork:end shards

@@ -44,7 +44,7 @@ type ControllerOptions struct {
 	// LeaderElection is passed through to the manager.
 	LeaderElection manager.LeaderElection
 	// Shards is passed through.
-	Shards int
+	Shards int // fork:line shards
 	// MetricsAddr and ProbeAddr are passed through; empty means off.
 	MetricsAddr, ProbeAddr string
 	// ConflictRecheck defaults to one second. A test that must show a Book
@@ -103,7 +103,7 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 		Workers:        opts.Workers,
 		ResyncPeriod:   0,
 		LeaderElection: opts.LeaderElection,
-		Shards:         opts.Shards,
+		Shards:         opts.Shards, // fork:line shards
 		MetricsAddr:    opts.MetricsAddr,
 		MetricsSecure:  opts.MetricsSecure,
 		MetricsCertDir: opts.MetricsCertDir,
