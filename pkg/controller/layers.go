@@ -45,9 +45,9 @@ import (
 //	not-Ready gauge       notReadyBooks (notready.go)       handlers: bookChanged; Run: start
 //	watch decoding        pkg/watchdecode                   (pkg/manager: the Book informer's client) // fork:line watchdecode
 //
-// Two more are switched by their own settings, not by Off: the live view's
-// Observer (observer.go; nil unless --ui-bind-address), and shards
-// (pkg/shard; --shards).
+// Others are switched by their own settings, not by Off:
+// the live view's Observer (observer.go; nil unless --ui-bind-address), // fork:line ui
+// shards (pkg/shard; --shards). // fork:line shards
 
 // Layers names the optimization layers to turn off; the zero value leaves
 // every one on, as the book-controller command runs by default.

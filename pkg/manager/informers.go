@@ -34,7 +34,7 @@ import (
 )
 
 // partition narrows the informers to a part of the Books and their
-// ConfigMaps (pkg/shard's Shard); nil: all of them.
+// ConfigMaps (a shard); nil: all of them.
 type partition interface {
 	// Selector is the Books' list and watch ShardSelector.
 	Selector() string
@@ -56,7 +56,7 @@ type partition interface {
 // index, scans the whole cache without it; each entry of the index costs
 // memory and work on every watch event.
 //
-// With a partition (non-nil: a shard, see pkg/shard), every list and watch of Books
+// With a partition (non-nil: a shard), every list and watch of Books
 // carries the shard's ShardSelector, so that the API server sends only the
 // Books whose UID hashes into the shard, and every list and watch of
 // ConfigMaps selects, besides the managed-by label, the bucket labels of

@@ -16,7 +16,7 @@ limitations under the License.
 
 // Package manager wires the Book controller into a running process: API
 // clients, informers, events, the controller, leader election (pkg/leader)
-// or sharding (pkg/shard), the endpoints, and Run as a list of named steps. It
+// or sharding, the endpoints, and Run as a list of named steps. It
 // is the hand-written counterpart of controller-runtime's Manager, and is
 // what both cmd/controller and the integration tests start.
 package manager
