@@ -56,7 +56,7 @@ var parts = map[string]part{
 	"ui": {why: "the live view",
 		paths: []string{"pkg/ui", "test/ui", "hack/test-ui.sh", "docs/ui.md", "docs/ui.png", "pkg/manager/ui.go", "test/integration/controller/ui_test.go"}},
 	"shards": {why: "--shards: several replicas each serving part of the objects",
-		paths: []string{"pkg/shard", "test/integration/sharding", "test/integration/framework/shards.go", "manifests/overlays/sharded", "docs/sharding.md", "pkg/manager/shards.go", "test/compat/shards_test.go"}},
+		paths: []string{"pkg/shard", "test/integration/sharding", "test/integration/framework/shards.go", "manifests/overlays/sharded", "docs/sharding.md", "pkg/manager/shards.go", "pkg/preflight/shards.go", "test/compat/shards_test.go"}},
 	"watchdecode": {why: "the Book watch stream's own decoder",
 		paths: []string{"pkg/watchdecode", "test/integration/controller/watchdecode_test.go"}},
 	// The node itself (make cluster-up NODE=1: hack/tools/node, containerd,
