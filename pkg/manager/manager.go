@@ -24,7 +24,7 @@ package manager
 import (
 	"context"
 	"errors"
-	"fmt"
+	"fmt" // fork:line shards
 	"time"
 
 	"k8s.io/client-go/rest"

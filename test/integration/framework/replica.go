@@ -20,7 +20,7 @@ package framework
 
 import (
 	"context"
-	"fmt" // fork:line shards
+	"fmt"
 	"regexp"
 	"testing"
 	"time"
