@@ -239,14 +239,17 @@ func write(out string, files []file) error {
 	return nil
 }
 
-// finish regenerates what the generators own, gofmt's, and commits the
-// new project in a git repository of its own, so that hack/version.sh has
-// a commit to name.
+// finish regenerates what the generators own (code, CRD, flag tables),
+// gofmt's, and commits the new project in a git repository of its own, so
+// that hack/version.sh has a commit to name.
 func finish(o options) error {
 	steps := [][]string{
 		{"git", "init", "--quiet"},
 		{"hack/update-codegen.sh"},
 		{"gofmt", "-w", "."},
+		// The flag tables of docs/flags.md, which lose the flags of the
+		// parts left out.
+		{"hack/update-docs.sh"},
 		{"git", "add", "--all"},
 		{"git", "-c", "user.name=hack/fork", "-c", "user.email=fork@invalid", "commit", "--quiet", "--no-verify",
 			"--message", fmt.Sprintf("%s: %s/%s %s, written by hack/fork", o.Module, o.Group, o.Version, o.Kind)},
