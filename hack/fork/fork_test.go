@@ -162,6 +162,13 @@ func TestCutMarkers(t *testing.T) {
 	if err != nil || minimal != "a\ne\n" {
 		t.Errorf("minimal: %q, %v", minimal, err)
 	}
+	inverse := "x // fork:line ui\ny // fork:line !ui\n<!-- fork:begin !ui -->\nz\n<!-- fork:end !ui -->\n"
+	if got, _ := cutMarkers(inverse, func(string) bool { return false }); got != "x\n" {
+		t.Errorf("!ui with ui kept: %q", got)
+	}
+	if got, _ := cutMarkers(inverse, func(string) bool { return true }); got != "y\nz\n" {
+		t.Errorf("!ui with ui left out: %q", got)
+	}
 	for _, bad := range []string{
 		"// fork:begin ui\n", "// fork:end ui\n", "// fork:begin ui\n// fork:end shards\n",
 		"// fork:begin nosuchpart\n// fork:end nosuchpart\n", "// fork:start ui\n", "x // fork:" + "line nosuchpart\n",

@@ -29,7 +29,9 @@ import (
 // it leaves out. Blocks may nest. One line of a part, where a block's
 // marker lines would break what they sit in (a row of a Markdown table),
 // ends in `<!-- fork:line <part> -->` (or `// fork:line`, `# fork:line`):
-// the fork drops the line with its part, else only the marker.
+// the fork drops the line with its part, else only the marker. A part
+// written !ui marks what stands in for the part when it is left out: the
+// fork keeps it only then, and this project shows both.
 var (
 	markerRE     = regexp.MustCompile(`^\s*(?://|#|<!--)\s*fork:(\S+)\s+(\S+)\s*(?:-->)?\s*$`)
 	lineMarkerRE = regexp.MustCompile(`\s*(?://|#|<!--)\s*fork:line\s+(\S+)\s*(?:-->)?\s*$`)
@@ -60,11 +62,11 @@ func cutMarkers(text string, drop func(part string) bool) (string, error) {
 		verb, part, ok := marker(strings.TrimRight(line, "\n"))
 		if !ok {
 			if m := lineMarkerRE.FindStringSubmatchIndex(strings.TrimRight(line, "\n")); m != nil {
-				part := line[m[2]:m[3]]
+				part, not := strings.CutPrefix(line[m[2]:m[3]], "!")
 				if _, known := parts[part]; !known {
 					return "", fmt.Errorf("line %d: fork:line names unknown part %q (known: %s)", i+1, part, partNames())
 				}
-				if drop(part) {
+				if drop(part) != not {
 					continue
 				}
 				line = line[:m[0]] + line[len(strings.TrimRight(line, "\n")):]
@@ -74,13 +76,14 @@ func cutMarkers(text string, drop func(part string) bool) (string, error) {
 			}
 			continue
 		}
-		if _, known := parts[part]; !known {
-			return "", fmt.Errorf("line %d: fork:%s names unknown part %q (known: %s)", i+1, verb, part, partNames())
+		name, not := strings.CutPrefix(part, "!")
+		if _, known := parts[name]; !known {
+			return "", fmt.Errorf("line %d: fork:%s names unknown part %q (known: %s)", i+1, verb, name, partNames())
 		}
 		switch verb {
 		case "begin":
 			stack = append(stack, open{part, i + 1})
-			if dropping > 0 || drop(part) {
+			if dropping > 0 || drop(name) != not {
 				dropping++
 			}
 		case "end":
