@@ -238,6 +238,10 @@ bench-shards: tools ## One replica vs SHARDS replicas with --shards and no other
 	cd test/bench && go run . -shards $(SHARDS) -n $(SHARD_N) -rounds $(SHARD_ROUNDS) -out $(abspath docs/bench) \
 	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
 
+.PHONY: test-bench
+test-bench: ## The benchmark's own unit tests (test/bench, a module of its own): bars, bounds, restart and work accounting.
+	cd test/bench && go vet ./... && go test -count=1 $(TESTFLAGS) ./...
+
 # Runs of the tests that keep wall-clock bounds, for bench-bounds.
 BOUNDS_COUNT ?= 20
 
