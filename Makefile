@@ -9,8 +9,10 @@ OUTPUT ?= _output
 BIN_DIR := $(OUTPUT)/bin
 # The local cluster's kubeconfig, used when KUBECONFIG is not set.
 LOCAL_KUBECONFIG := $(OUTPUT)/local-cluster/kubeconfig
+# fork:begin twin
 # The same controller written with controller-runtime, in a module of its own.
 TWIN_DIR := examples/controller-runtime
+# fork:end twin
 # Container image for image / image-push / docker-build / deploy.
 IMG ?= book-controller:latest
 CONTAINER_TOOL ?= docker
@@ -53,7 +55,7 @@ help: ## Show this help: every target, by section (hack/docs checks it lists the
 ##@ Development
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, clientset, listers, informers, apply configs (v1, v2), manifests/crd.yaml, crd-v2.yaml and docs/flags.md's flag tables.
+generate: ## Regenerate deepcopy, clientset, listers, informers, apply configs, the CRDs in manifests/ and docs/flags.md's flag tables.
 	hack/update-codegen.sh
 	hack/update-docs.sh
 
@@ -63,12 +65,12 @@ verify: ## Fail if generated code is stale, code is not gofmt'ed or go vet compl
 	@unformatted=$$(gofmt -l cmd pkg test hack examples 2>/dev/null); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	CGO_ENABLED=0 go vet -trimpath $(GO_BUILD_FLAGS) ./...
-	cd $(TWIN_DIR) && CGO_ENABLED=0 go vet -trimpath $(GO_BUILD_FLAGS) ./... && go mod tidy -diff
+	cd $(TWIN_DIR) && CGO_ENABLED=0 go vet -trimpath $(GO_BUILD_FLAGS) ./... && go mod tidy -diff # fork:line twin
 	cd hack/tools/image && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff
 	cd hack/tools/promtool && GOWORK=off go vet ./...
 	cd hack/tools/node && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff
 	cd hack/tools/containerd && GOWORK=off go mod tidy -diff
-	CGO_ENABLED=0 go vet -trimpath -tags e2e,grpcnotrace ./test/e2e/
+	CGO_ENABLED=0 go vet -trimpath -tags e2e,grpcnotrace ./test/e2e/ # fork:line node
 	CGO_ENABLED=0 go vet -trimpath $(GO_BUILD_FLAGS) -tags compat,grpcnotrace ./test/compat/
 	cd hack/tools/kubernetes-1.36 && GOWORK=off go mod tidy -diff
 	cd test/soak/chart && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff
@@ -100,13 +102,17 @@ tools: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl (unles
 test: tools ## Unit tests (-race) and integration tests against a local control plane.
 	hack/test.sh $(TESTFLAGS)
 
+# The controller's flags for make run besides --kubeconfig.
+RUN_ARGS :=
+# fork:begin ui
 # Where make run serves the live view of the controller (docs/ui.md).
 UI_ADDR ?= 127.0.0.1:8082
+RUN_ARGS += --ui-bind-address "$(UI_ADDR)"
+# fork:end ui
 
 .PHONY: run
-run: ## Run the controller from source against $KUBECONFIG (default: the local cluster), live view on $(UI_ADDR).
-	@echo "Live view of the controller: http://$(UI_ADDR)/ (docs/ui.md)"
-	go run $(GO_BUILD_FLAGS) ./cmd/controller --kubeconfig "$(KUBECONFIG)" --ui-bind-address "$(UI_ADDR)"
+run: ## Run the controller from source against $KUBECONFIG (default: the local cluster), live view on UI_ADDR.
+	go run $(GO_BUILD_FLAGS) ./cmd/controller --kubeconfig "$(KUBECONFIG)" $(RUN_ARGS)
 
 .PHONY: install
 install: ## Install the Book CRD into the cluster of $KUBECONFIG.
@@ -139,6 +145,7 @@ demo: ## The whole thing: cluster (unless $KUBECONFIG), CRD, controller, example
 demo-down: ## Stop what `make demo` started.
 	NODE='$(NODE)' hack/demo.sh down
 
+# fork:begin twin
 ##@ controller-runtime twin
 
 .PHONY: twin-build
@@ -149,19 +156,24 @@ twin-build: ## Build the controller-runtime twin into _output/bin/book-controlle
 twin-run: ## Run the controller-runtime twin against $KUBECONFIG (default: the local cluster).
 	cd $(TWIN_DIR) && go run ./cmd --kubeconfig "$(KUBECONFIG)" --health-probe-bind-address 0
 
-.PHONY: test-alerts
-test-alerts: ## promtool check rules + test rules for manifests/components/prometheus (first run builds promtool: minutes).
-	cd hack/tools/promtool && GOWORK=off go test -count=1 -timeout 40m $(TESTFLAGS) ./...
-
+# fork:end twin
+# fork:begin ui
 .PHONY: test-ui
 test-ui: tools ## Browser test of the live view (test/ui): headless Chromium (installed with apt-get when missing) against the controller on a local control plane; screenshots in _output/ui/.
 	hack/test-ui.sh $(TESTFLAGS)
 
+# fork:end ui
+# fork:begin twin
 .PHONY: parity
 parity: tools ## Run this controller and the twin through the same scenarios and compare (part of make test).
 	CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -count=1 -timeout 10m $(TESTFLAGS) ./test/integration/parity/
 
+# fork:end twin
 ##@ Deployment
+
+.PHONY: test-alerts
+test-alerts: ## promtool check rules + test rules for manifests/components/prometheus (first run builds promtool: minutes).
+	cd hack/tools/promtool && GOWORK=off go test -count=1 -timeout 40m $(TESTFLAGS) ./...
 
 .PHONY: image
 image: ## Build the image for linux/amd64 and linux/arm64 without Docker: OCI layout and docker tarballs in _output/image/.
@@ -201,6 +213,7 @@ undeploy: ## Delete what deploy created: with manifests/, the CRD and so every B
 undeploy-controller: ## Delete the controller deploy created from $(MANIFESTS), keeping the CRD, every Book and its ConfigMap.
 	$(KUBECTL) kustomize $(MANIFESTS) | $(KUBECTL) delete --ignore-not-found -l app.kubernetes.io/name=book-controller -f -
 
+# fork:begin bench
 ##@ Benchmark
 
 # Books per phase, concurrency of the live phases' creators and rounds for
@@ -226,6 +239,10 @@ bench-shards: tools ## One replica vs SHARDS replicas with --shards and no other
 	cd test/bench && go run . -shards $(SHARDS) -n $(SHARD_N) -rounds $(SHARD_ROUNDS) -out $(abspath docs/bench) \
 	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
 
+.PHONY: test-bench
+test-bench: ## The benchmark's own unit tests (test/bench, a module of its own): bars, bounds, restart and work accounting.
+	cd test/bench && go vet ./... && go test -count=1 $(TESTFLAGS) ./...
+
 # Runs of the tests that keep wall-clock bounds, for bench-bounds.
 BOUNDS_COUNT ?= 20
 
@@ -233,6 +250,7 @@ BOUNDS_COUNT ?= 20
 bench-bounds: tools ## Measure the two wall-clock bounds the tests keep (lease loss to stop, lease expiry to takeover) over BOUNDS_COUNT runs: p50/p99/max; writes docs/bench/bounds.md.
 	cd test/bench && go run . -bounds $(BOUNDS_COUNT) -out $(abspath docs/bench)
 
+# fork:end bench
 ##@ Supported Kubernetes versions
 
 # The oldest supported minor version, whose control plane test-compat runs
@@ -244,6 +262,7 @@ test-compat: ## The binary with default flags on Kubernetes $(COMPAT_K8S)'s cont
 	hack/build-tools.sh --k8s $(COMPAT_K8S) etcd kube-apiserver kube-controller-manager >/dev/null
 	BOOK_COMPAT_KUBERNETES=$(COMPAT_K8S) CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags compat,grpcnotrace -count=1 -timeout 30m $(TESTFLAGS) ./test/compat/
 
+# fork:begin node
 ##@ End to end (a real node)
 
 # E2E_SIZING_OUT=docs/bench/sizing-<date>: write the memory it measured in the
@@ -257,6 +276,8 @@ test-e2e: ## Build the image, push it to a registry on localhost:5000, deploy it
 	E2E_SIZING_OUT='$(if $(E2E_SIZING_OUT),$(abspath $(E2E_SIZING_OUT)))' \
 	  CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags e2e,grpcnotrace -count=1 -timeout 45m $(TESTFLAGS) ./test/e2e/
 
+# fork:end node
+# fork:begin chaos
 ##@ Chaos
 
 # Scale of `make test-chaos`: Books per test and kills of the controller process.
@@ -267,6 +288,7 @@ CHAOS_ROUNDS ?= 10
 test-chaos: tools ## Fault injection: API server/etcd/process/leader kills, namespace deletion, racing writer (CHAOS_BOOKS=, CHAOS_ROUNDS=).
 	CHAOS_BOOKS=$(CHAOS_BOOKS) CHAOS_ROUNDS=$(CHAOS_ROUNDS) CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags chaos,grpcnotrace -count=1 -timeout 60m $(TESTFLAGS) ./test/chaos/
 
+# fork:end chaos
 ##@ Soak
 
 # How long `make test-soak` churns and injects faults (a Go duration), and
@@ -284,14 +306,24 @@ test-soak: tools ## Two replicas over $(SOAK_BOOKS) Books under churn and faults
 	  if [ -f $(OUTPUT)/soak/summary.txt ]; then cat $(OUTPUT)/soak/summary.txt; else echo "soak: no summary: the run stopped before its end (exit $$rc)"; fi; \
 	  exit $$rc
 
+# fork:begin fork
+##@ Make it your own
+
+.PHONY: test-fork
+test-fork: tools ## Fork this project twice with hack/fork (whole: Widget; --minimal: Policy) into _output/fork/ and build, vet and make test each (docs/fork.md).
+	hack/test-fork.sh
+
+# fork:end fork
 ##@ The classic loop
 
+# fork:begin chaos
 # The chaos tests that `make test-classic` runs with every layer off: all but
 # those of sharding (itself a layer, switched by --shards) and of the command
 # line.
 CLASSIC_CHAOS_SKIP ?= TestShard|TestBadCommandLine
+# fork:end chaos
 
 .PHONY: test-classic
 test-classic: tools ## The controller integration suite and the chaos suite's fault tests with every optimization layer off (--disable-layers=all): sample-controller's loop, still correct.
 	BOOK_DISABLE_LAYERS=all CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -count=1 -timeout 25m $(TESTFLAGS) ./test/integration/controller/
-	BOOK_DISABLE_LAYERS=all CHAOS_BOOKS=$(CHAOS_BOOKS) CHAOS_ROUNDS=$(CHAOS_ROUNDS) CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags chaos,grpcnotrace -count=1 -timeout 60m -skip '$(CLASSIC_CHAOS_SKIP)' $(TESTFLAGS) ./test/chaos/
+	BOOK_DISABLE_LAYERS=all CHAOS_BOOKS=$(CHAOS_BOOKS) CHAOS_ROUNDS=$(CHAOS_ROUNDS) CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags chaos,grpcnotrace -count=1 -timeout 60m -skip '$(CLASSIC_CHAOS_SKIP)' $(TESTFLAGS) ./test/chaos/ # fork:line chaos

@@ -280,7 +280,7 @@ count_nonstd() { awk 'NF == 2' "$1" | wc -l; }
 # failure here is not ours to report (go build will say it again).
 prefetch() {
 	download "[book-controller] modules" "$ROOT" /dev/null -test ./... || true
-	download "[controller-runtime twin] modules" "$ROOT/examples/controller-runtime" /dev/null -test ./... || true
+	download "[controller-runtime twin] modules" "$ROOT/examples/controller-runtime" /dev/null -test ./... || true # fork:line twin
 }
 
 # background <name> <command...>: run in the background, to be awaited by

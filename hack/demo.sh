@@ -30,8 +30,13 @@ LOG_FILE="$DEMO_DIR/controller.log"
 KUBECTL_LOG="$DEMO_DIR/kubectl-build.log"
 KUBECTL_PID="$DEMO_DIR/kubectl-build.pid"
 STARTED_CLUSTER="$DEMO_DIR/started-local-cluster"
+# The controller's flags besides --kubeconfig.
+CONTROLLER_ARGS=()
+# fork:begin ui
 # The live view of the controller (docs/ui.md), on loopback only.
 UI_ADDR="${UI_ADDR:-127.0.0.1:8082}"
+CONTROLLER_ARGS+=(--ui-bind-address "$UI_ADDR")
+# fork:end ui
 
 # Bold headings on a terminal; plain lines in logs and CI.
 if [[ -t 1 ]]; then
@@ -158,7 +163,7 @@ up() {
     say "The controller is already running (pid $(cat "$PID_FILE"))"
   else
     say "Starting the controller (log: ${LOG_FILE#"$ROOT"/})"
-    nohup "$BIN_DIR/book-controller" --kubeconfig "$KUBECONFIG" --ui-bind-address "$UI_ADDR" >"$LOG_FILE" 2>&1 &
+    nohup "$BIN_DIR/book-controller" --kubeconfig "$KUBECONFIG" "${CONTROLLER_ARGS[@]}" >"$LOG_FILE" 2>&1 &
     echo $! >"$PID_FILE"
   fi
 
@@ -175,11 +180,16 @@ up() {
     outage="  hack/local-up.sh apiserver-stop    # requests <error> grow ever slower: each Reflector's watch retries back off (0.8 s doubling to 30 s)
   hack/local-up.sh apiserver-start   # the watches come back within their backoff"
   fi
+  echo
+  echo "The controller is running in the background."
+  # fork:begin ui
   cat <<MSG
-
-The controller is running in the background. Watch its machinery live:
+Watch its machinery live:
   http://$UI_ADDR/        # informers → handlers → queue → workers → sync (docs/ui.md)
 Poke at it, and watch each step there (type default/book-sample in the page):
+MSG
+  # fork:end ui
+  cat <<MSG
   export KUBECONFIG=$KUBECONFIG${kubectl_note}
   alias kubectl=$kubectl   # a kubectl that matches the cluster's version
   kubectl get books                                   # Title, Price, Ready, Age
@@ -192,7 +202,7 @@ $outage
   # The work queue's retries back off: a full ConfigMap quota refuses a new Book's ConfigMap
   kubectl create quota configmaps-full --hard=count/configmaps=\$(kubectl get configmaps -o name | wc -l)
   sed 's/name: book-sample/name: book-quota/' manifests/examples/book-sample.yaml | kubectl apply -f -
-  #   type default/book-quota in the page: sync error (refused: ConfigMapQuotaExceeded), retry after 5 ms, 10 ms, 20 ms, … (capped at 30 s)
+  #   the controller's log: sync error (refused: ConfigMapQuotaExceeded), retry after 5 ms, 10 ms, 20 ms, … (capped at 30 s)
   kubectl delete quota configmaps-full                # Ready again within 30 s
   tail -f ${LOG_FILE#"$ROOT"/}
 Stop everything with: make demo-down

@@ -14,7 +14,10 @@ tar -C "${REPO_ROOT}" --exclude=./_output --exclude=./.git -cf - . | tar -C "${T
 "${TMP}/hack/update-codegen.sh" >/dev/null
 
 # What update-codegen.sh owns: generated Go code and the CRD.
-GENERATED=(pkg/generated manifests/crd.yaml manifests/crd-v2.yaml)
+GENERATED=(pkg/generated manifests/crd.yaml)
+# fork:begin v2
+GENERATED+=(manifests/crd-v2.yaml)
+# fork:end v2
 while IFS= read -r f; do GENERATED+=("${f}"); done < <(cd "${TMP}" && find pkg/apis -name 'zz_generated.*' | sort)
 while IFS= read -r f; do GENERATED+=("${f}"); done < <(cd "${REPO_ROOT}" && find pkg/apis -name 'zz_generated.*' | sort)
 

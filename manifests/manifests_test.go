@@ -49,28 +49,41 @@ import (
 	"sigs.k8s.io/yaml"
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	// fork:begin v2
 	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
+	// fork:end v2
 )
 
 const (
 	// crdFile is v1 alone: what is installed until the conversion webhook
-	// exists. crdV2File has v1 and v2, v2 stored, converted by the webhook.
-	crdFile      = "crd.yaml"
+	// exists.
+	crdFile    = "crd.yaml"
+	validDir   = "examples"
+	invalidDir = "examples/invalid"
+	// fork:begin v2
+	// crdV2File has v1 and v2, v2 stored, converted by the webhook.
 	crdV2File    = "crd-v2.yaml"
-	validDir     = "examples"
-	invalidDir   = "examples/invalid"
 	validV2Dir   = "examples/v2"
 	invalidV2Dir = "examples/v2/invalid"
+	// fork:end v2
 	// sampleFile is the lesson's sample Book; it must stay among the examples.
 	sampleFile = "examples/book-sample.yaml"
-	// minInvalid and minInvalidV2 are the fewest invalid examples we accept:
-	// one per rule the schema enforces, and then some.
-	minInvalid   = 8
+	// minInvalid is the fewest invalid examples we accept: one per rule
+	// the schema enforces, and then some.
+	minInvalid = 8
+	// fork:begin v2
+	// minInvalidV2 is minInvalid for v2.
 	minInvalidV2 = 12
+	// fork:end v2
 )
 
 // crdFiles are the CRDs update-codegen.sh writes.
-var crdFiles = []string{crdFile, crdV2File}
+var crdFiles = []string{
+	crdFile,
+	// fork:begin v2
+	crdV2File,
+	// fork:end v2
+}
 
 // readSingleDoc returns the one YAML document in path. Documents that hold
 // nothing but comments (such as the header before crd.yaml's "---") are
@@ -221,7 +234,7 @@ func testCRDNames(t *testing.T, crdFile string) {
 }
 
 // TestCRDVersions: crd.yaml has v1 alone, stored, not deprecated and
-// without conversion (crd-v2.yaml is TestCRDV2Versions').
+// without conversion.
 func TestCRDVersions(t *testing.T) {
 	crd, _ := loadCRD(t, crdFile)
 	if len(crd.Spec.Versions) != 1 {
@@ -249,6 +262,7 @@ var (
 		{"Ready", "string", `.status.conditions[?(@.type=="Ready")].status`},
 		{"Age", "date", ".metadata.creationTimestamp"},
 	}
+	// fork:begin v2
 	v2Columns = []column{
 		{"Title", "string", ".spec.title"},
 		{"Price", "string", ".spec.price.amount"},
@@ -256,6 +270,7 @@ var (
 		{"Ready", "string", `.status.conditions[?(@.type=="Ready")].status`},
 		{"Age", "date", ".metadata.creationTimestamp"},
 	}
+	// fork:end v2
 )
 
 type column struct{ Name, Type, JSONPath string }
@@ -395,9 +410,9 @@ func (bv *bookValidator) validate(obj map[string]any, strict bool) (errs, warnin
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	vv := bv.versions[gv.Version]
 	if err != nil || gv.Group != bv.group || vv == nil {
-		// kubectl: no matches for kind "Book" in version "webapp.ydzs.io/v2";
+		// kubectl: no matches for kind "Book" in version "webapp.ydzs.io/v3alpha1";
 		// the server, sent it for a served version: the API version in the
-		// data (webapp.ydzs.io/v2) does not match the expected API version.
+		// data does not match the expected API version.
 		return []string{field.NotSupported(field.NewPath("apiVersion"), apiVersion, bv.served).Error()}, nil
 	}
 	if kind != bv.kind {
@@ -553,16 +568,18 @@ func loadExamples(t *testing.T, dir string) []*example {
 
 // TestExamples checks that every Book in examples/ would be created and every
 // Book in examples/invalid/ would be refused, with an error naming the field
-// its "# expect:" line gives: the v1 examples by both CRDs, the v2 examples
-// (examples/v2) by crd-v2.yaml.
+// its "# expect:" line gives: the v1 examples by every CRD, and the examples
+// of each other version by the CRD that serves it.
 func TestExamples(t *testing.T) {
 	for _, c := range []struct {
 		crdFile, validDir, invalidDir, sample string
 		minInvalid                            int
 	}{
 		{crdFile, validDir, invalidDir, sampleFile, minInvalid},
+		// fork:begin v2
 		{crdV2File, validDir, invalidDir, sampleFile, minInvalid},
 		{crdV2File, validV2Dir, invalidV2Dir, "", minInvalidV2},
+		// fork:end v2
 	} {
 		t.Run(c.crdFile+"/"+c.validDir, func(t *testing.T) {
 			testExamples(t, c.crdFile, c.validDir, c.invalidDir, c.sample, c.minInvalid)
@@ -602,10 +619,12 @@ func testExamples(t *testing.T, crdFile, validDir, invalidDir, sampleFile string
 			switch e.object(t)["apiVersion"] {
 			case webappv1.SchemeGroupVersion.String():
 				book = &webappv1.Book{}
+			// fork:begin v2
 			case webappv2.SchemeGroupVersion.String():
 				book = &webappv2.Book{}
+			// fork:end v2
 			default:
-				t.Fatalf("%s: apiVersion %v is neither v1 nor v2", e.path, e.object(t)["apiVersion"])
+				t.Fatalf("%s: apiVersion %v is not one the types know", e.path, e.object(t)["apiVersion"])
 			}
 			if err := yaml.UnmarshalStrict(e.yaml, book); err != nil {
 				t.Errorf("%s: strict decoding into %T: %v", e.path, book, err)

@@ -21,7 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
+	"net/url" // fork:line ui
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -30,7 +30,7 @@ import (
 
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/manager"
-	"ydzs.io/book-controller/pkg/shard"
+	"ydzs.io/book-controller/pkg/shard" // fork:line shards
 )
 
 // options are the command-line settings: where the API server is and how
@@ -45,9 +45,11 @@ type options struct {
 	// turns both into mgr.Controller.Off.
 	liveFirst     bool
 	disableLayers []string
+	// fork:begin shards
 	// shardBoundaries is the removed --shard-boundaries, refused with
 	// the reason.
 	shardBoundaries []string
+	// fork:end shards
 	// showVersion is --version: print the version and exit.
 	showVersion bool
 	// mgr is passed to manager.Run, with the client configuration.
@@ -75,12 +77,14 @@ func (o *options) flagSet() *pflag.FlagSet {
 	fs.StringVar(&o.mgr.Namespace, "namespace", o.mgr.Namespace,
 		"Only watch Books in this namespace. Empty watches all namespaces.")
 	fs.IntVar(&o.mgr.Workers, "workers", o.mgr.Workers,
-		"Number of Books synced concurrently (with --shards, in each shard held).")
+		"Number of Books synced concurrently (with shards, in each shard held).")
+	// fork:begin shards
 	fs.IntVar(&o.mgr.Shards, "shards", o.mgr.Shards,
 		"Split the Books by a hash of their UID into this many shards, each served by the replica holding the Lease <leader-elect-id>-shard-<i>. Needs --leader-elect and kube-apiserver's ShardedListAndWatch feature gate. 1: unsharded.")
 	// Gone since Books are sharded by UID; kept hidden to say so.
 	fs.StringSliceVar(&o.shardBoundaries, "shard-boundaries", nil, "")
 	_ = fs.MarkHidden("shard-boundaries")
+	// fork:end shards
 	fs.BoolVar(&o.liveFirst, "live-first", o.liveFirst,
 		"Sync Books that a live change brought before those only the informers' initial list brought (after a restart or a failover). false: arrival order, the same as --disable-layers=live-first.")
 	fs.StringSliceVar(&o.disableLayers, "disable-layers", o.disableLayers,
@@ -119,10 +123,12 @@ func (o *options) serverFlags(fs *pflag.FlagSet) {
 		`Address to serve /healthz and /readyz on; "0" turns it off.`)
 	fs.StringVar(&o.mgr.PprofAddr, "pprof-bind-address", o.mgr.PprofAddr,
 		`Address to serve Go profiles on /debug/pprof/ (net/http/pprof), e.g. "127.0.0.1:6060"; "0" turns it off. Unauthenticated: bind it to localhost.`)
+	// fork:begin ui
 	fs.StringVar(&o.mgr.UISourceURL, "ui-source-url", o.mgr.UISourceURL,
 		`With --ui-bind-address: where the live view's links to this repository's files point (a path such as pkg/controller/handlers.go is appended), e.g. "https://github.com/you/book-controller/blob/main/"; empty: https://ydzs.io/book-controller/blob/main/.`)
 	fs.StringVar(&o.mgr.UIAddr, "ui-bind-address", o.mgr.UIAddr,
 		`Address to serve the live view of the controller on (docs/ui.md), e.g. "127.0.0.1:8082"; "0" turns it off. It shows Books and the controller's internals: bind it to localhost, or add --metrics-secure to serve it as the metrics are.`)
+	// fork:end ui
 }
 
 // leaderElectionFlags registers the --leader-elect flags.
@@ -222,16 +228,20 @@ func goStyleToPosix(fs *pflag.FlagSet, args []string) []string {
 func (o *options) validate() error {
 	m, le := &o.mgr, &o.mgr.LeaderElection
 	switch {
+	// fork:begin shards
 	case len(o.shardBoundaries) > 0:
 		return errors.New("--shard-boundaries is gone: Books are sharded by the hash of their UID, which spreads them evenly whatever the namespaces; drop the flag (docs/sharding.md)")
+	// fork:end shards
 	case m.Workers < 1:
 		return fmt.Errorf("--workers must be at least 1, got %d", m.Workers)
+	// fork:begin shards
 	case m.Shards < 1:
 		return fmt.Errorf("--shards must be at least 1 (1: unsharded), got %d", m.Shards)
 	case m.Shards > shard.Max:
 		return fmt.Errorf("--shards must be at most %d, got %d", shard.Max, m.Shards)
 	case m.Shards > 1 && !le.Enabled:
 		return fmt.Errorf("--shards %d needs --leader-elect: each shard is served by the replica holding its Lease", m.Shards)
+	// fork:end shards
 	case m.ResyncPeriod < 0:
 		return fmt.Errorf("--resync-period must be 0 (off) or positive, got %s", m.ResyncPeriod)
 	case m.Controller.ConflictRecheck <= 0:
@@ -262,9 +272,15 @@ func (o *options) validate() error {
 	case m.Namespace != "" && len(m.Namespace) > 63:
 		return fmt.Errorf("--namespace %q is longer than 63 characters and cannot name a namespace", m.Namespace)
 	}
-	return o.validateUISourceURL()
+	// fork:begin ui
+	if err := o.validateUISourceURL(); err != nil {
+		return err
+	}
+	// fork:end ui
+	return nil
 }
 
+// fork:begin ui
 // validateUISourceURL checks --ui-source-url, and ends it with a slash so
 // that a file's path can be appended.
 func (o *options) validateUISourceURL() error {
@@ -281,3 +297,5 @@ func (o *options) validateUISourceURL() error {
 	}
 	return nil
 }
+
+// fork:end ui

@@ -124,6 +124,7 @@ func TestParseOtherFlags(t *testing.T) {
 	}
 }
 
+// fork:begin shards
 // --shards N>1 is accepted with what it needs, leader election, and with
 // one namespace too: Books are sharded by UID.
 func TestParseShards(t *testing.T) {
@@ -137,6 +138,8 @@ func TestParseShards(t *testing.T) {
 		t.Errorf("--shards=3 --namespace=team parsed as %d, %q", o.mgr.Shards, o.mgr.Namespace)
 	}
 }
+
+// fork:end shards
 
 // Plain HTTP metrics stay the default (make run); the Deployment's
 // spelling turns on HTTPS, with or without a certificate directory.
@@ -157,6 +160,7 @@ func TestParseMetricsSecure(t *testing.T) {
 	}
 }
 
+// fork:begin ui
 // --ui-source-url gets the slash a file's path is appended after.
 func TestParseUISourceURL(t *testing.T) {
 	if o := parseOK(t); o.mgr.UISourceURL != "" {
@@ -167,6 +171,8 @@ func TestParseUISourceURL(t *testing.T) {
 		t.Errorf("--ui-source-url: got %q, want %q", o.mgr.UISourceURL, want)
 	}
 }
+
+// fork:end ui
 
 // A flag's value is the next argument even when it begins with a dash: it is
 // never taken for a flag itself.
@@ -213,17 +219,19 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"--kube-api-qps=0"}, "client-go would turn into 5"}, // not silently 5 QPS
 		{[]string{"--kube-api-burst=0"}, "--kube-api-burst"},
 		{[]string{"--namespace", strings.Repeat("n", 64)}, "--namespace"},
+		// fork:begin shards
 		{[]string{"--shards=0"}, "--shards"},
 		{[]string{"--shards=65", "--leader-elect"}, "--shards must be at most 64"},
 		{[]string{"--shards=3"}, "--shards 3 needs --leader-elect"},
 		{[]string{"--shards=3", "--leader-elect", "--shard-boundaries=0x5555555555555555,0xaaaaaaaaaaaaaaaa"}, "--shard-boundaries is gone"},
+		// fork:end shards
 		{[]string{"--disable-layers=own-write"}, `--disable-layers: unknown layer "own-write": want own-writes, `},
 		{[]string{"--disable-layers=all,bogus"}, "--disable-layers"},
 		{[]string{"--metrics-cert-dir=/certs"}, "--metrics-secure"},
 		{[]string{"--metrics-secure=maybe"}, "--metrics-secure"},
-		{[]string{"--ui-source-url=github.com/you/book-controller"}, "--ui-source-url"},
-		{[]string{"--ui-source-url=file:///src/"}, "absolute http(s) URL"},
-		{[]string{"--kubeconfig"}, "--kubeconfig"}, // no value at all
+		{[]string{"--ui-source-url=github.com/you/book-controller"}, "--ui-source-url"}, // fork:line ui
+		{[]string{"--ui-source-url=file:///src/"}, "absolute http(s) URL"},              // fork:line ui
+		{[]string{"--kubeconfig"}, "--kubeconfig"},                                      // no value at all
 		{[]string{"-kubeconfig"}, "kubeconfig"},
 		{[]string{"--bogus"}, "--bogus"},
 		{[]string{"--bogus=1", "-workers", "2"}, "--bogus"},
@@ -267,9 +275,9 @@ func TestParseLayers(t *testing.T) {
 	if got := parseOK(t, "--disable-layers=all").mgr.Controller.Off; got != controller.AllLayers() {
 		t.Errorf("--disable-layers=all: %+v, want every layer off", got)
 	}
-	got := parseOK(t, "--disable-layers", "own-writes, watch-decode", "--disable-layers=compact-books").mgr.Controller.Off
-	if want := (controller.Layers{OwnWrites: true, WatchDecode: true, CompactBooks: true}); got != want {
-		t.Errorf("--disable-layers own-writes,watch-decode + compact-books: %+v, want %+v", got, want)
+	got := parseOK(t, "--disable-layers", "own-writes, not-ready-gauge", "--disable-layers=compact-books").mgr.Controller.Off
+	if want := (controller.Layers{OwnWrites: true, NotReadyGauge: true, CompactBooks: true}); got != want {
+		t.Errorf("--disable-layers own-writes,not-ready-gauge + compact-books: %+v, want %+v", got, want)
 	}
 	if got := parseOK(t, "--live-first=false").mgr.Controller.Off; got != (controller.Layers{LiveFirst: true}) {
 		t.Errorf("--live-first=false: %+v, want live-first off", got)

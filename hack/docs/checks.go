@@ -57,7 +57,7 @@ func LoadDocs(r *Repo) (*Docs, error) {
 }
 
 // prose is every doc that describes the project as it is: not the bench's
-// reports under docs/bench/, which are data a run wrote, nor CHANGELOG.md,
+// reports, which are data a run wrote, nor CHANGELOG.md,
 // which tells what earlier releases had; both are checked for links only.
 func (d *Docs) prose() []*mdDoc {
 	var out []*mdDoc
@@ -236,7 +236,7 @@ func CheckPaths(r *Repo, d *Docs) []Finding {
 }
 
 // dataPath matches the live view's links to this repository's files
-// (pkg/ui/static), which --ui-source-url turns into URLs.
+// (in its static HTML), which --ui-source-url turns into URLs.
 var dataPath = regexp.MustCompile(`data-path="([^"]+)"`)
 
 // checkDataPaths holds the data-path of every HTML file to the tree.

@@ -38,10 +38,10 @@ var valueIsDefault = regexp.MustCompile(`^\s*\(?(?:the|by) default\b`)
 
 // CheckFlags: every flag a doc names exists, with the default the doc
 // states. A code span that starts with a flag names one of the
-// controller's (docs/flags.md), or else of the twin
-// (examples/controller-runtime/cmd) or of the bench (test/bench); flags
-// after `book-controller` or `./cmd/controller` are the controller's, those
-// in BENCH_FLAGS='…' or after `go run .` in test/bench the bench's. Write
+// controller's (docs/flags.md), or else of the controller-runtime twin or
+// of the bench (their main packages); flags after `book-controller` or
+// `./cmd/controller` are the controller's, those in BENCH_FLAGS='…' or
+// after `go run .` in the bench's directory the bench's. Write
 // another program's flag with the program first (`kube-apiserver --x`).
 func CheckFlags(r *Repo, d *Docs) []Finding {
 	var out []Finding

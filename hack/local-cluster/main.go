@@ -28,7 +28,8 @@ limitations under the License.
 //
 // apiserver-stop kills kube-apiserver as a crash would, and apiserver-start
 // starts it again on the same port and data: to watch a controller's
-// retries back off (docs/ui.md).
+// retries back off in its log.
+// The live view shows them too (docs/ui.md). // fork:line ui
 //
 // status exits 0 when the cluster runs, 1 when only part of it runs, and 3
 // when it does not run (the LSB convention).

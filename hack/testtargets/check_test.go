@@ -38,7 +38,13 @@ func TestEveryTestIsRun(t *testing.T) {
 	}
 	// What the check must find, or it reads nothing: a broken parser
 	// would otherwise pass by finding no test files either.
-	for _, target := range []string{"make test", "make test-chaos", "make test-e2e", "make test-ui", ".ci/run"} {
+	for _, target := range []string{
+		"make test",
+		"make test-chaos", // fork:line chaos
+		"make test-e2e",   // fork:line node
+		"make test-ui",    // fork:line ui
+		".ci/run",         // fork:line fork
+	} {
 		if !slices.ContainsFunc(runs, func(r run) bool { return r.Target == target }) {
 			t.Errorf("found no go test run by %s", target)
 		}

@@ -18,7 +18,7 @@ limitations under the License.
 // some target: a package whose tests no target runs passes no matter what
 // it holds (internal/poll's did, for months). The runners are read from
 // where they are written, the Makefile, the scripts its recipes call
-// (hack/test.sh, hack/test-ui.sh) and .ci/run, so that there is no second
+// (hack/test.sh and the others) and .ci/run, so that there is no second
 // list to keep in step.
 package testtargets
 

@@ -82,7 +82,7 @@ func TestSharedModulesHaveOneVersion(t *testing.T) {
 		pkgs []string
 	}{
 		{"hack/tools/kubernetes", false, []string{"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager", "k8s.io/kubernetes/cmd/kubectl", "k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-scheduler"}},
-		{"examples/controller-runtime", true, []string{"./..."}},
+		{"examples/controller-runtime", true, []string{"./..."}}, // fork:line twin
 	} {
 		theirs := moduleVersions(t, filepath.Join(root, other.dir), other.test, other.pkgs...)
 		var raiseTheirs, raiseOurs []string

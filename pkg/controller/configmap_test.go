@@ -23,7 +23,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"ydzs.io/book-controller/pkg/shard"
+	"ydzs.io/book-controller/pkg/shard" // fork:line shards
 )
 
 func TestDesiredConfigMap(t *testing.T) {
@@ -37,12 +37,14 @@ func TestDesiredConfigMap(t *testing.T) {
 	if !apiequality.Semantic.DeepEqual(got.Data, wantData) {
 		t.Errorf("data: got %v, want %v", got.Data, wantData)
 	}
-	// The bucket is the top byte of the FNV-1a hash of the UID "uid-demo"
-	// (0x70…), whatever the number of shards.
 	wantLabels := map[string]string{
 		"app.kubernetes.io/managed-by": "book-controller",
 		"webapp.ydzs.io/book":          "demo",
-		"webapp.ydzs.io/shard-bucket":  "112",
+		// fork:begin shards
+		// The bucket is the top byte of the FNV-1a hash of the UID
+		// "uid-demo" (0x70…), whatever the number of shards.
+		"webapp.ydzs.io/shard-bucket": "112",
+		// fork:end shards
 	}
 	if !apiequality.Semantic.DeepEqual(got.Labels, wantLabels) {
 		t.Errorf("labels: got %v, want %v", got.Labels, wantLabels)
@@ -94,9 +96,11 @@ func TestConfigMapUpToDate(t *testing.T) {
 		{"book label missing", func(cm *corev1.ConfigMap) { delete(cm.Labels, BookLabel) }, false},
 		{"book label wrong", func(cm *corev1.ConfigMap) { cm.Labels[BookLabel] = "other" }, false},
 		{"book label empty", func(cm *corev1.ConfigMap) { cm.Labels[BookLabel] = "" }, false},
+		// fork:begin shards
 		{"bucket label missing", func(cm *corev1.ConfigMap) { delete(cm.Labels, shard.BucketLabel) }, false},
 		{"bucket label of another UID", func(cm *corev1.ConfigMap) { cm.Labels[shard.BucketLabel] = "7" }, false},
 		{"bucket label not a bucket", func(cm *corev1.ConfigMap) { cm.Labels[shard.BucketLabel] = "0112" }, false},
+		// fork:end shards
 		{"no labels", func(cm *corev1.ConfigMap) { cm.Labels = nil }, false},
 	}
 	for _, tt := range tests {
@@ -152,7 +156,8 @@ func TestRepairedConfigMap(t *testing.T) {
 	if got.BinaryData != nil {
 		t.Errorf("binaryData: got %v, want nil", got.BinaryData)
 	}
-	wantLabels := map[string]string{ManagedByLabel: ManagedByValue, BookLabel: "demo", shard.BucketLabel: "112", "team": "books"}
+	wantLabels := map[string]string{ManagedByLabel: ManagedByValue, BookLabel: "demo", "team": "books"}
+	wantLabels[shard.BucketLabel] = "112" // fork:line shards
 	if !apiequality.Semantic.DeepEqual(got.Labels, wantLabels) {
 		t.Errorf("labels: got %v, want %v", got.Labels, wantLabels)
 	}

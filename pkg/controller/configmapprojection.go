@@ -17,7 +17,7 @@ limitations under the License.
 package controller
 
 import (
-	"strconv"
+	"strconv" // fork:line shards
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +26,7 @@ import (
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	booklisters "ydzs.io/book-controller/pkg/generated/listers/webapp/v1"
-	"ydzs.io/book-controller/pkg/shard"
+	"ydzs.io/book-controller/pkg/shard" // fork:line shards
 )
 
 // configMapProjection is an optimization layer (Options.Off.ConfigMapProjection

@@ -37,7 +37,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
-	"ydzs.io/book-controller/pkg/shard"
+	"ydzs.io/book-controller/pkg/shard" // fork:line shards
 )
 
 // Fuzz targets for the pure parts of the controller (the desired ConfigMap,
@@ -137,9 +137,11 @@ func FuzzDesiredConfigMap(f *testing.F) {
 		if validBookName(name) && len(name) <= validation.LabelValueMaxLength && cm.Labels[BookLabel] != name {
 			t.Errorf("Book %q: labels %q lack %s", name, cm.Labels, BookLabel)
 		}
+		// fork:begin shards
 		if want := shard.BucketName(shard.BucketOf(book.UID)); cm.Labels[shard.BucketLabel] != want {
 			t.Errorf("labels %q: want %s=%s, the bucket of UID %s", cm.Labels, shard.BucketLabel, want, book.UID)
 		}
+		// fork:end shards
 		if len(cm.Labels) > 3 {
 			t.Errorf("labels %q: want only ours", cm.Labels)
 		}

@@ -39,8 +39,9 @@ import (
 // reconcileHandler; ending in success, in a conflict that goes through the
 // rate limiter, and in a write the API server refused (refusal.go), which
 // also schedules the recheck. Run with and without an Observer: with none,
-// allocs/op must equal the controller's before the Observer existed (docs/ui.md
-// gives both figures), and an Observer that does nothing must add none.
+// allocs/op must equal the controller's before the Observer existed, and an
+// Observer that does nothing must add none.
+// docs/ui.md gives both figures. // fork:line ui
 //
 //	go test ./pkg/controller -run '^$' -bench HotPath -benchmem
 func BenchmarkHotPath(b *testing.B) {

@@ -43,11 +43,11 @@ import (
 //	live-first order      liveFirst (livefirst.go)          handlers: mark; the queue's storage (New)
 //	connection warm-up    connectionWarmUp (connections.go) Run: open
 //	not-Ready gauge       notReadyBooks (notready.go)       handlers: bookChanged; Run: start
-//	watch decoding        pkg/watchdecode                   (pkg/manager: the Book informer's client)
+//	watch decoding        pkg/watchdecode                   (pkg/manager: the Book informer's client) // fork:line watchdecode
 //
-// Two more are switched by their own settings, not by Off: the live view's
-// Observer (observer.go; nil unless --ui-bind-address), and shards
-// (pkg/shard; --shards).
+// Others are switched by their own settings, not by Off:
+// the live view's Observer (observer.go; nil unless --ui-bind-address), // fork:line ui
+// shards (pkg/shard; --shards). // fork:line shards
 
 // Layers names the optimization layers to turn off; the zero value leaves
 // every one on, as the book-controller command runs by default.
@@ -69,10 +69,12 @@ type Layers struct {
 	// book_controller_not_ready_since_timestamp_seconds, so no alert on
 	// Books that stay not Ready.
 	NotReadyGauge bool
+	// fork:begin watchdecode
 	// WatchDecode: decode the Book watch stream with client-go's decoder.
 	// It is applied where the Book informer's client is built
 	// (pkg/manager); the controller itself does not read it.
 	WatchDecode bool
+	// fork:end watchdecode
 }
 
 // layerNames are the names of Layers' fields on the command line
@@ -87,7 +89,7 @@ var layerNames = []struct {
 	{"live-first", func(l *Layers) *bool { return &l.LiveFirst }},
 	{"connection-warm-up", func(l *Layers) *bool { return &l.ConnectionWarmUp }},
 	{"not-ready-gauge", func(l *Layers) *bool { return &l.NotReadyGauge }},
-	{"watch-decode", func(l *Layers) *bool { return &l.WatchDecode }},
+	{"watch-decode", func(l *Layers) *bool { return &l.WatchDecode }}, // fork:line watchdecode
 }
 
 // AllLayers turns every layer off.

@@ -28,7 +28,7 @@ import (
 )
 
 // Observer is told, step by step, what the controller does with each Book:
-// the seam a live view (pkg/ui) reads the machinery through. Options.Observer
+// the seam a live view reads the machinery through. Options.Observer
 // is nil unless such a view is on; then every call below is skipped behind a
 // nil check, so the hot path costs nothing more (BenchmarkHotPath).
 //

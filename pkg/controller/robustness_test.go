@@ -31,7 +31,7 @@ import (
 	core "k8s.io/client-go/testing"
 )
 
-// Regression tests for what the chaos suite (test/chaos) found.
+// Regression tests for what the chaos suite found.
 
 // namespaceTerminatingError is what the API server's NamespaceLifecycle
 // admission answers to a create in a namespace being deleted.
@@ -49,7 +49,7 @@ func namespaceTerminatingError(name string) error {
 // TestSyncInTerminatingNamespaceIsNotRetried: while a namespace is deleted,
 // every create in it is forbidden until the namespace controller deletes the
 // Book. Retrying only fails again (a namespace of 500 Books made 658 failed
-// syncs in test/chaos), so the sync gives up without an error and writes
+// syncs in the chaos suite), so the sync gives up without an error and writes
 // nothing else; the Book's deletion follows.
 func TestSyncInTerminatingNamespaceIsNotRetried(t *testing.T) {
 	f := newFixture(t, Options{}, newBook("demo", 1, "T", 1))

@@ -27,7 +27,7 @@ limitations under the License.
 // drains, the fence closes, the writes in flight are answered and only then
 // is the Lease released; on a loss the fence has already closed and the
 // work is aborted. pkg/manager runs one Elector for the whole process, or
-// (pkg/shard) one per shard.
+// one per shard (pkg/shard). // fork:line shards
 package leader
 
 import (
@@ -64,10 +64,10 @@ type Config struct {
 	// AfterLoss ends the error of a loss: what the process does next.
 	AfterLoss string
 	// Labels are set on the Lease by each acquisition and renewal, in the
-	// same write (pkg/shard records the shard count there).
+	// same write (a sharded replica records its shard count there).
 	Labels map[string]string
 	// Gate, if not nil, decides when this replica may try to acquire the
-	// Lease (pkg/shard spreads shards over replicas with it).
+	// Lease (sharding spreads shards over replicas with it).
 	Gate Gate
 	// Refused counts the writes the fence refuses; nil counts none.
 	Refused prometheus.Counter

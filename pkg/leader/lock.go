@@ -29,7 +29,7 @@ import (
 )
 
 // Gate decides when this replica may try to acquire a Lease that is free.
-// pkg/shard's gate uses it to spread shards over replicas.
+// The gate of sharding uses it to spread shards over replicas.
 type Gate interface {
 	// Begin lets an attempt to acquire the Lease go ahead, or says why
 	// not; after a nil error, End must be called with the outcome.

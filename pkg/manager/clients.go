@@ -31,7 +31,7 @@ import (
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	"ydzs.io/book-controller/pkg/leader"
-	"ydzs.io/book-controller/pkg/watchdecode"
+	"ydzs.io/book-controller/pkg/watchdecode" // fork:line watchdecode
 )
 
 // clients are one manager's connections to the API server but those that
@@ -60,8 +60,8 @@ type clients struct {
 }
 
 // newClients builds the clients that read, and the Lease client, from cfg,
-// with the user agent ua; the Book informer's client decodes with
-// pkg/watchdecode unless off.WatchDecode.
+// with the user agent ua.
+// The Book informer's client decodes with pkg/watchdecode unless off.WatchDecode. // fork:line watchdecode
 func newClients(cfg *rest.Config, ua string, off controller.Layers) (*clients, error) {
 	base := rest.CopyConfig(cfg)
 	base.UserAgent = ua

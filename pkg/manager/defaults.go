@@ -36,12 +36,15 @@ const (
 	// rate λ takes λ × that many syncs in flight (Little's law): about 100
 	// for the 650 Books/s a 2-core API server accepts. With 32 the queue grew
 	// and create→Ready p99 reached 1.5 s; with 128 it stays under 1 s
-	// (docs/benchmark.md). Idle workers cost a parked goroutine.
+	// (the benchmark). Idle workers cost a parked goroutine.
+	// Measured: docs/benchmark.md. // fork:line bench
 	defaultWorkers = 128
 
+	// fork:begin shards
 	// defaultShards: one replica does all the work, as before sharding.
 	// shard.Max bounds --shards.
 	defaultShards = 1
+	// fork:end shards
 
 	// defaultResyncPeriod replays the caches rarely: resyncs of unchanged
 	// objects are skipped, and the 30 s conflict recheck covers the one
@@ -50,10 +53,11 @@ const (
 
 	// DefaultKubeAPIQPS and DefaultKubeAPIBurst: client-go's own 5 QPS / 10
 	// burst would cap a controller at a few Books per second. At 500 QPS the
-	// limit still bound (docs/benchmark.md): each Book costs two requests
+	// limit still bound (the benchmark): each Book costs two requests
 	// on the core client (ConfigMap, Event). 2000/4000 is above what an API
 	// server takes from one client, so its priority-and-fairness paces us,
 	// while a runaway loop is still capped.
+	// Measured: docs/benchmark.md. // fork:line bench
 	DefaultKubeAPIQPS   = 2000
 	DefaultKubeAPIBurst = 4000
 
@@ -61,7 +65,8 @@ const (
 	// Events. In a burst of thousands of Books most are dropped whatever the
 	// limit; a low one leaves the API server to the writes that make Books
 	// Ready: the kubelet's 50/100 cost about 30 % on create→Ready p99
-	// (docs/benchmark.md).
+	// (the benchmark).
+	// Measured: docs/benchmark.md. // fork:line bench
 	defaultEventQPS   = 10
 	defaultEventBurst = 25
 
@@ -93,7 +98,7 @@ const (
 func Defaults() Config {
 	return Config{
 		Workers:      defaultWorkers,
-		Shards:       defaultShards,
+		Shards:       defaultShards, // fork:line shards
 		ResyncPeriod: defaultResyncPeriod,
 		Controller: controller.Options{
 			ConflictRecheck: controller.DefaultConflictRecheck,
@@ -108,7 +113,7 @@ func Defaults() Config {
 		MetricsAddr: defaultMetricsAddr,
 		ProbeAddr:   defaultProbeAddr,
 		PprofAddr:   defaultPprofAddr,
-		UIAddr:      disabledAddr,
+		UIAddr:      disabledAddr, // fork:line ui
 		EventQPS:    defaultEventQPS,
 		EventBurst:  defaultEventBurst,
 	}

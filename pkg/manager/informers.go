@@ -31,8 +31,16 @@ import (
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions"
 	bookinformersv1 "ydzs.io/book-controller/pkg/generated/informers/externalversions/webapp/v1"
-	"ydzs.io/book-controller/pkg/shard"
 )
+
+// partition narrows the informers to a part of the Books and their
+// ConfigMaps (a shard); nil: all of them.
+type partition interface {
+	// Selector is the Books' list and watch ShardSelector.
+	Selector() string
+	// ConfigMapSelector is the ConfigMaps' label selector, base and more.
+	ConfigMapSelector(base string) string
+}
 
 // newInformerFactories returns the two shared informer factories the
 // controller reads from: Books from the generated factory, ConfigMaps from
@@ -48,13 +56,13 @@ import (
 // index, scans the whole cache without it; each entry of the index costs
 // memory and work on every watch event.
 //
-// With a shard (non-nil, see pkg/shard), every list and watch of Books
+// With a partition (non-nil: a shard), every list and watch of Books
 // carries the shard's ShardSelector, so that the API server sends only the
 // Books whose UID hashes into the shard, and every list and watch of
 // ConfigMaps selects, besides the managed-by label, the bucket labels of
 // the shard (a ConfigMap's UID is not its Book's, so the server's hash
 // cannot place it): the caches hold that shard alone.
-func newInformerFactories(kubeClient kubernetes.Interface, bookClient versioned.Interface, namespace string, resync time.Duration, s *shard.Shard) (kubeinformers.SharedInformerFactory, bookinformers.SharedInformerFactory) {
+func newInformerFactories(kubeClient kubernetes.Interface, bookClient versioned.Interface, namespace string, resync time.Duration, s partition) (kubeinformers.SharedInformerFactory, bookinformers.SharedInformerFactory) {
 	cmSelector, shardSelector := controller.ManagedBySelector, ""
 	if s != nil {
 		cmSelector, shardSelector = s.ConfigMapSelector(controller.ManagedBySelector), s.Selector()

@@ -16,7 +16,7 @@ limitations under the License.
 
 // Package manager wires the Book controller into a running process: API
 // clients, informers, events, the controller, leader election (pkg/leader)
-// or sharding (pkg/shard), the endpoints, and Run as a list of named steps. It
+// or sharding, the endpoints, and Run as a list of named steps. It
 // is the hand-written counterpart of controller-runtime's Manager, and is
 // what both cmd/controller and the integration tests start.
 package manager
@@ -24,7 +24,7 @@ package manager
 import (
 	"context"
 	"errors"
-	"fmt"
+	"fmt" // fork:line shards
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -36,8 +36,8 @@ import (
 	"ydzs.io/book-controller/pkg/leader"
 	"ydzs.io/book-controller/pkg/metrics"
 	"ydzs.io/book-controller/pkg/preflight"
-	"ydzs.io/book-controller/pkg/shard"
-	"ydzs.io/book-controller/pkg/ui"
+	"ydzs.io/book-controller/pkg/shard" // fork:line shards
+	"ydzs.io/book-controller/pkg/ui"    // fork:line ui
 )
 
 // Config is everything Run needs. Defaults() holds the settings of the
@@ -51,10 +51,12 @@ type Config struct {
 	RESTConfig *rest.Config
 	// Namespace limits the controller to one namespace; empty means all.
 	Namespace string
+	// fork:begin shards
 	// Shards, above 1, splits the Books by a hash of their UID into that
 	// many shards, each served by the replica holding its Lease (needs
 	// leader election; see pkg/shard). 0 and 1 run unsharded.
 	Shards int
+	// fork:end shards
 	// Workers is the number of goroutines that sync Books concurrently
 	// (with shards: in each shard held).
 	Workers int
@@ -76,12 +78,14 @@ type Config struct {
 	// PprofAddr serves the Go runtime's profiles under /debug/pprof/; ""
 	// or "0" (the default) is off.
 	PprofAddr string
+	// fork:begin ui
 	// UIAddr serves the live view of the controller (pkg/ui); "" or "0"
 	// (the default) is off. With MetricsSecure it is served as the metrics.
 	UIAddr string
 	// UISourceURL is the base of the UI's links to this repository's
 	// files (a fork's, say); empty: the module path's home.
 	UISourceURL string
+	// fork:end ui
 	// EventQPS and EventBurst limit the Events this process sends; Events
 	// over the rate are dropped (see newEventRecorder). Zero
 	// means no limit.
@@ -126,10 +130,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	m := &manager{cfg: withDefaults(cfg), clock: clock.RealClock{}}
 	defer m.stop()
-	m.setUpUI()
+	m.setUpUI() // fork:line ui
+	// fork:begin shards
 	if err := m.planShards(); err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
+	// fork:end shards
 	type step struct {
 		name string
 		run  func(context.Context) error
@@ -139,10 +145,11 @@ func Run(ctx context.Context, cfg Config) error {
 		{"preflight", m.preflight},                  // API reachable, CRD installed, Lease holdable
 		{"build the controller", m.buildController}, // Events, informers' handlers, queue
 		{"serve endpoints", m.serveEndpoints},       // /metrics, /healthz, /readyz
-		{"serve the UI", m.serveUI},                 // --ui-bind-address
+		{"serve the UI", m.serveUI},                 // --ui-bind-address // fork:line ui
 		{"start informers", m.startInformers},       // warm caches, also on a standby
 		{"work", m.work},                            // the controller: at once, or only while leading
 	}
+	// fork:begin shards
 	if m.sharded() {
 		// Each shard's informers and controller are built when its Lease
 		// is acquired, by its slot: a spare caches nothing.
@@ -150,10 +157,11 @@ func Run(ctx context.Context, cfg Config) error {
 			{"connect", m.connect},                // clients; a slot per shard, with its gate
 			{"preflight", m.preflight},            // and the API server filters by shard
 			{"serve endpoints", m.serveEndpoints}, // /metrics, /healthz, /readyz
-			{"serve the UI", m.serveUI},           // --ui-bind-address
+			{"serve the UI", m.serveUI},           // --ui-bind-address // fork:line ui
 			{"work", m.workShards},                // each shard while holding its Lease
 		}
 	}
+	// fork:end shards
 	for _, step := range steps {
 		klog.FromContext(ctx).V(4).Info("Manager step", "step", step.name)
 		if err := step.run(ctx); err != nil {
@@ -179,8 +187,10 @@ type manager struct {
 
 	clients *clients
 	metrics *managerMetrics
+	// fork:begin ui
 	// ui records what the controllers do, for --ui-bind-address; nil when off.
 	ui *ui.Recorder
+	// fork:end ui
 	// eventLimiter is the process's Event token bucket, shared by every
 	// shard's recorder; nil for no limit.
 	eventLimiter flowcontrol.RateLimiter
@@ -189,10 +199,12 @@ type manager struct {
 	// election).
 	stack   *stack
 	elector *leader.Elector
+	// fork:begin shards
 	// With shards: their buckets, and a slot per shard, each with an
 	// elector, a fence and (while it holds its Lease) a stack of its own.
 	shards  []shard.Shard
 	replica *shard.Replica
+	// fork:end shards
 	// stops undo the steps, last first; each returns once what it stops
 	// has stopped.
 	stops []func()
@@ -200,28 +212,10 @@ type manager struct {
 
 func (m *manager) onStop(f func()) { m.stops = append(m.stops, f) }
 
-// sharded reports whether the Books are split over shards.
-func (m *manager) sharded() bool { return m.cfg.Shards > 1 }
-
 func (m *manager) stop() {
 	for i := len(m.stops) - 1; i >= 0; i-- {
 		m.stops[i]()
 	}
-}
-
-// planShards checks the sharding settings and computes the shards' bucket
-// runs.
-func (m *manager) planShards() error {
-	switch {
-	case !m.sharded():
-		return nil
-	case m.cfg.Shards > shard.Max:
-		return fmt.Errorf("%d shards are more than the %d allowed", m.cfg.Shards, shard.Max)
-	case !m.cfg.LeaderElection.Enabled:
-		return fmt.Errorf("%d shards need leader election: each shard is served by the holder of its Lease", m.cfg.Shards)
-	}
-	m.shards = shard.Equal(m.cfg.Shards)
-	return nil
 }
 
 // connect builds the clients, and the metrics the fence counts in. With
@@ -238,11 +232,13 @@ func (m *manager) connect(context.Context) error {
 	}
 	m.clients = c
 	m.onStop(c.close)
+	// fork:begin shards
 	if m.sharded() {
 		m.replica = shard.NewReplica(shard.Config{Shards: m.shards, Lease: m.leaseConfig(le.ID, ""),
 			Leases: c.leases, Build: m.buildShard})
 		return nil
 	}
+	// fork:end shards
 	if le.Enabled {
 		if m.elector, err = leader.New(m.leaseConfig(le.ID, exitAfterLoss), c.leases); err != nil {
 			return err
@@ -273,14 +269,18 @@ func (m *manager) preflight(ctx context.Context) error {
 	if err == nil && m.cfg.LeaderElection.Enabled {
 		le := m.cfg.LeaderElection
 		name := le.ID
+		// fork:begin shards
 		if m.sharded() {
 			name = shard.LeaseName(le.ID, 0)
 		}
+		// fork:end shards
 		err = preflight.Lease(ctx, m.clients.leases, le.Namespace, name)
 	}
+	// fork:begin shards
 	if err == nil && m.sharded() {
 		err = preflight.Shards(ctx, m.cfg.RESTConfig.Host, m.cfg.Namespace, m.clients.bookReads, m.clients.kubeReads, m.shards[0])
 	}
+	// fork:end shards
 	if err != nil && ctx.Err() != nil {
 		return errStopped
 	}
@@ -305,17 +305,6 @@ func (m *manager) buildController(ctx context.Context) error {
 	}
 	m.onStop(m.stack.Stop)
 	return nil
-}
-
-// buildShard is shard.Config.Build: the writing clients of shard s behind
-// its fence, and on them a stack that lists and watches s alone. The
-// fence closes the clients' connections when the shard's elector returns.
-func (m *manager) buildShard(ctx context.Context, s shard.Shard, fence *leader.Fence) (shard.Stack, error) {
-	w, err := newWriters(m.clients.base, fence)
-	if err != nil {
-		return nil, err
-	}
-	return m.buildStack(ctx, w, &s)
 }
 
 // serveEndpoints binds and serves /metrics and the probes. A port already
@@ -356,10 +345,12 @@ func (m *manager) serveEndpoints(ctx context.Context) error {
 // probes are what /readyz and /healthz report, and registers the metrics
 // that read the same state.
 func (m *manager) probes() (synced func() bool, healthy func() error) {
+	// fork:begin shards
 	if m.sharded() {
 		m.metrics.watchShards(m.replica)
 		return m.replica.Synced, m.replica.Healthy
 	}
+	// fork:end shards
 	leading := func() bool { return true }
 	healthy = func() error { return nil }
 	if m.elector != nil {
@@ -389,16 +380,6 @@ func (m *manager) work(ctx context.Context) error {
 		return m.stack.Run(ctx)
 	}
 	return m.elector.Run(ctx, m.stack)
-}
-
-// workShards runs every shard's slot until ctx ends and each has drained
-// and released its shard, or one fails.
-func (m *manager) workShards(ctx context.Context) error {
-	le := m.cfg.LeaderElection
-	klog.FromContext(ctx).Info("Starting Book controller", "namespace", namespaceOrAll(m.cfg.Namespace),
-		"workers", m.cfg.Workers, "shards", m.cfg.Shards, "leaderElection", le.Enabled, "identity", le.Identity,
-		"leases", le.Namespace+"/"+shard.LeaseName(le.ID, 0)+"..", "layersOff", m.cfg.Controller.Off.Names())
-	return m.replica.Run(ctx)
 }
 
 func namespaceOrAll(ns string) string {

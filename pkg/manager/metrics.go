@@ -17,11 +17,7 @@ limitations under the License.
 package manager
 
 import (
-	"strconv"
-
 	"github.com/prometheus/client_golang/prometheus"
-
-	"ydzs.io/book-controller/pkg/shard"
 )
 
 // managerMetrics are the metrics that belong to one manager rather than to
@@ -67,58 +63,4 @@ func (m *managerMetrics) watch(leaseID string, leading func() bool, cachedBooks,
 		Help: "Number of ConfigMaps in the informer cache.",
 	}, func() float64 { return float64(cachedConfigMaps()) })
 	m.registry.MustRegister(leader, cached, cachedCMs)
-}
-
-// watchShards registers the metrics of a sharded manager: how many shards
-// it holds, and per shard whether it holds it and how many Books and
-// ConfigMaps its caches hold. A shard not held has no caches and so no
-// cached-objects series.
-func (m *managerMetrics) watchShards(replica *shard.Replica) {
-	m.registry.MustRegister(&shardsCollector{
-		replica: replica,
-		held: prometheus.NewDesc("book_controller_shards_held",
-			"Number of shards whose Lease this replica holds.", nil, nil),
-		leader: prometheus.NewDesc("leader_election_master_status",
-			"1 when this replica holds the Lease named, 0 when it does not.", []string{"name"}, nil),
-		cached: prometheus.NewDesc("book_controller_cached_books",
-			"Number of Books in the informer cache of each shard held.", []string{"shard"}, nil),
-		cachedCMs: prometheus.NewDesc("book_controller_cached_configmaps",
-			"Number of ConfigMaps in the informer cache of each shard held.", []string{"shard"}, nil),
-		otherCount: prometheus.NewDesc("book_controller_shard_leases_other_count",
-			"Number of shard Leases held by replicas with another --shards at this replica's last attempt to take a shard; while not 0 it takes none.", nil, nil),
-	})
-}
-
-// shardsCollector reads the shards' state at each scrape.
-type shardsCollector struct {
-	replica                         *shard.Replica
-	held, leader, cached, cachedCMs *prometheus.Desc
-	otherCount                      *prometheus.Desc
-}
-
-func (c *shardsCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.held
-	ch <- c.leader
-	ch <- c.cached
-	ch <- c.cachedCMs
-	ch <- c.otherCount
-}
-
-func (c *shardsCollector) Collect(ch chan<- prometheus.Metric) {
-	held := 0
-	for _, s := range c.replica.Status() {
-		leading := 0.0
-		if s.Held {
-			held++
-			leading = 1
-		}
-		ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, leading, s.Lease)
-		if s.Cached {
-			i := strconv.Itoa(s.Shard.Index)
-			ch <- prometheus.MustNewConstMetric(c.cached, prometheus.GaugeValue, float64(s.CachedBooks), i)
-			ch <- prometheus.MustNewConstMetric(c.cachedCMs, prometheus.GaugeValue, float64(s.CachedConfigMaps), i)
-		}
-	}
-	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(held))
-	ch <- prometheus.MustNewConstMetric(c.otherCount, prometheus.GaugeValue, float64(c.replica.LeasesOfOtherCount()))
 }

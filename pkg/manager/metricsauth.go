@@ -41,8 +41,8 @@ func listenMetrics(ctx context.Context, cfg Config, kube kubernetes.Interface, h
 
 // listenAuthorized binds addr for the endpoint of flag: plain HTTP serving
 // h, or with Config.MetricsSecure, HTTPS serving what guard builds around
-// h with the TokenReview / SubjectAccessReview filter. The metrics and the
-// live view (ui.go) share it, so both are guarded alike.
+// h with the TokenReview / SubjectAccessReview filter, for the metrics.
+// The live view (ui.go) shares it, so both are guarded alike. // fork:line ui
 func listenAuthorized(ctx context.Context, cfg Config, kube kubernetes.Interface, flag, addr, name string, h http.Handler,
 	guard func(filter func(http.Handler) http.Handler) http.Handler) (*httpServer, error) {
 	if !cfg.MetricsSecure {

@@ -25,7 +25,7 @@ import (
 	"ydzs.io/book-controller/pkg/controller"
 	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions"
 	"ydzs.io/book-controller/pkg/leader"
-	"ydzs.io/book-controller/pkg/shard"
+	"ydzs.io/book-controller/pkg/shard" // fork:line shards
 )
 
 // stack is one controller with its informers and its Event recorder: the
@@ -47,14 +47,14 @@ type stack struct {
 
 var (
 	_ leader.Work = (*stack)(nil)
-	_ shard.Stack = (*stack)(nil)
+	_ shard.Stack = (*stack)(nil) // fork:line shards
 )
 
 // buildStack starts the Event recorder and builds the controller on
 // informer factories of its own (registering its handlers; nothing runs
-// yet), writing through w. A shard (non-nil) restricts the informers to
-// it (newInformerFactories). Stop undoes it.
-func (m *manager) buildStack(ctx context.Context, w *writers, s *shard.Shard) (*stack, error) {
+// yet), writing through w. A partition (non-nil: a shard) restricts the
+// informers to it (newInformerFactories). Stop undoes it.
+func (m *manager) buildStack(ctx context.Context, w *writers, s partition) (*stack, error) {
 	// Events outlive ctx by the drain: the last syncs may still report.
 	eventCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
 	recorder, err := newEventRecorder(eventCtx, w.kube, m.eventLimiter)

@@ -14,7 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package webapp holds the versions of the webapp.ydzs.io API group: v2, the
-// hub and storage version, in the v2 subpackage, and v1, deprecated and
-// converted to and from v2, in the v1 subpackage (docs/api-versions.md).
+// Package webapp holds the versions of the webapp.ydzs.io API group, one
+// subpackage each.
+// fork:begin v2
+// v2, the hub and storage version, in the v2 subpackage, and v1, deprecated
+// and converted to and from v2, in the v1 subpackage (docs/api-versions.md).
+// fork:end v2
 package webapp

@@ -49,7 +49,7 @@ import (
 const (
 	baseDir       = framework.ManifestsDir
 	namespacedDir = "manifests/overlays/namespaced"
-	shardedDir    = "manifests/overlays/sharded"
+	shardedDir    = "manifests/overlays/sharded" // fork:line shards
 
 	controllerNamespace = "book-controller-system"
 	controllerName      = "book-controller"
@@ -148,13 +148,20 @@ func TestNamespacedInventory(t *testing.T) {
 	assertInventory(t, objs, want)
 }
 
+// overlays are the kustomizations users apply.
+var overlays = []string{
+	baseDir,
+	namespacedDir,
+	shardedDir, // fork:line shards
+}
+
 // TestManifestsAcceptedByAPIServer sends every rendered object to the API
 // server as a server-side apply with dryRun=All and strict field
 // validation: schema, defaulting, validation and admission (Pod Security
 // included, whose warnings count as failures) run, nothing is stored. The
 // namespaces are created for real first, as they would be by apply -k.
 func TestManifestsAcceptedByAPIServer(t *testing.T) {
-	for _, dir := range []string{baseDir, namespacedDir, shardedDir} {
+	for _, dir := range overlays {
 		t.Run(dir, func(t *testing.T) {
 			dryRunApply(t, env.RenderManifests(t, dir))
 		})
@@ -167,7 +174,7 @@ func TestManifestsAcceptedByAPIServer(t *testing.T) {
 // examples, which the kustomization in manifests/ must not disturb.
 func TestKubectlApplyServerDryRun(t *testing.T) {
 	// Namespaces must exist for the namespaced objects' dry run.
-	for _, dir := range []string{baseDir, namespacedDir, shardedDir} {
+	for _, dir := range overlays {
 		var namespaces []*unstructured.Unstructured
 		for _, obj := range env.RenderManifests(t, dir) {
 			if obj.GetKind() == "Namespace" {
@@ -180,7 +187,7 @@ func TestKubectlApplyServerDryRun(t *testing.T) {
 	for _, args := range [][]string{
 		{"apply", "-k", filepath.Join(root, baseDir)},
 		{"apply", "-k", filepath.Join(root, namespacedDir)},
-		{"apply", "-k", filepath.Join(root, shardedDir)},
+		{"apply", "-k", filepath.Join(root, shardedDir)}, // fork:line shards
 		{"apply", "-f", filepath.Join(root, "manifests", "crd.yaml")},
 		{"apply", "-f", filepath.Join(root, "manifests", "examples") + "/"},
 	} {
@@ -197,6 +204,7 @@ func TestKubectlApplyServerDryRun(t *testing.T) {
 	}
 }
 
+// fork:begin shards
 // TestShardedOverlay: the base's objects, with a Deployment of 4 replicas
 // (3 shard holders and a spare) that run --shards=3 over every namespace
 // with leader election, hardened like the base's.
@@ -221,6 +229,8 @@ func TestShardedOverlay(t *testing.T) {
 	// Sharded replicas read Books in every namespace: the ClusterRole.
 	find(t, objs, "ClusterRole", "", controllerName)
 }
+
+// fork:end shards
 
 func TestDeploymentHardened(t *testing.T) {
 	for _, c := range []struct {

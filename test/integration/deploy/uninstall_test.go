@@ -65,7 +65,7 @@ func TestUninstall(t *testing.T) {
 		// undeploy-controller deletes by this label: an object without it
 		// would be left behind, one with it would be deleted.
 		watched := watchedNamespace(t, env.RenderManifests(t, namespacedDir))
-		for _, dir := range []string{baseDir, namespacedDir, shardedDir} {
+		for _, dir := range overlays {
 			for _, obj := range env.RenderManifests(t, dir) {
 				keep := obj.GetKind() == "CustomResourceDefinition" || (obj.GetKind() == "Namespace" && obj.GetName() == watched)
 				if labelled := obj.GetLabels()["app.kubernetes.io/name"] == controllerName; labelled == keep {

@@ -30,10 +30,12 @@ import (
 // moment of the loss; the moment the old leader's lease expired at the
 // latest) plus a slack: three times the p99 of that slack as measured on
 // the 2-core machine the tests run on, with two control planes sharing it.
-// Every check logs its sample as a "bound-sample" line, which is what
-// `make bench-bounds` (test/bench -bounds) collects over many runs into
+// Every check logs its sample as a "bound-sample" line.
+// fork:begin bench
+// `make bench-bounds` (test/bench -bounds) collects them over many runs into
 // docs/bench/bounds.md; docs/benchmark.md says where the figures below
 // come from.
+// fork:end bench
 const (
 	// LeaseLossExitSlack bounds the time from a replica's loss of its
 	// Lease (the Lease written to name another holder, or its renew
@@ -45,8 +47,9 @@ const (
 	// duration) to a standby's acquisition of the Lease.
 	TakeoverSlack = 3 * takeoverP99
 
-	// The p99s of `make bench-bounds BOUNDS_COUNT=30` on 2026-12-04
-	// (docs/bench/bounds.md): 150 and 59 samples, maxima 1508 and 1560 ms.
+	// The p99s measured on 2026-12-04: 150 and 59 samples, maxima 1508
+	// and 1560 ms.
+	// By `make bench-bounds BOUNDS_COUNT=30` (docs/bench/bounds.md). // fork:line bench
 	leaseLossExitP99 = 718 * time.Millisecond
 	takeoverP99      = 1560 * time.Millisecond
 )

@@ -65,12 +65,15 @@ func VersionScript(args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+// fork:begin twin
 // BuildTwin builds the controller-runtime twin (examples/controller-runtime,
 // a module of its own) into _output/bin/book-controller-runtime as
 // `make twin-build` does, unless it is up to date, and returns its path.
 func BuildTwin() (string, error) {
 	return buildBinary("book-controller-runtime", filepath.Join(RepoRoot(), "examples", "controller-runtime"), "./cmd")
 }
+
+// fork:end twin
 
 func buildBinary(name, moduleDir, pkg string, flags ...string) (string, error) {
 	binDir := filepath.Join(RepoRoot(), "_output", "bin")

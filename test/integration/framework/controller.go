@@ -44,7 +44,7 @@ type ControllerOptions struct {
 	// LeaderElection is passed through to the manager.
 	LeaderElection manager.LeaderElection
 	// Shards is passed through.
-	Shards int
+	Shards int // fork:line shards
 	// MetricsAddr and ProbeAddr are passed through; empty means off.
 	MetricsAddr, ProbeAddr string
 	// ConflictRecheck defaults to one second. A test that must show a Book
@@ -54,8 +54,10 @@ type ControllerOptions struct {
 	// for authorized callers only.
 	MetricsSecure  bool
 	MetricsCertDir string
+	// fork:begin ui
 	// UIAddr is passed through: the live view (pkg/ui); empty means off.
 	UIAddr string
+	// fork:end ui
 	// EventQPS and EventBurst are passed through; zero EventQPS sends
 	// every Event.
 	EventQPS   float32
@@ -101,12 +103,12 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 		Workers:        opts.Workers,
 		ResyncPeriod:   0,
 		LeaderElection: opts.LeaderElection,
-		Shards:         opts.Shards,
+		Shards:         opts.Shards, // fork:line shards
 		MetricsAddr:    opts.MetricsAddr,
 		MetricsSecure:  opts.MetricsSecure,
 		MetricsCertDir: opts.MetricsCertDir,
 		ProbeAddr:      opts.ProbeAddr,
-		UIAddr:         opts.UIAddr,
+		UIAddr:         opts.UIAddr, // fork:line ui
 		EventQPS:       opts.EventQPS,
 		EventBurst:     opts.EventBurst,
 	}

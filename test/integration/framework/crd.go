@@ -35,11 +35,14 @@ import (
 )
 
 // The Book CRDs in manifests/: CRDFile, v1 alone, is the one users apply
-// today; CRDV2File serves v1 and v2, stores v2 and converts through the
-// conversion webhook (docs/api-versions.md).
+// today.
 const (
-	CRDFile   = "crd.yaml"
+	CRDFile = "crd.yaml"
+	// fork:begin v2
+	// CRDV2File serves v1 and v2, stores v2 and converts through the
+	// conversion webhook (docs/api-versions.md).
 	CRDV2File = "crd-v2.yaml"
+	// fork:end v2
 )
 
 // LoadCRD reads manifests/crd.yaml, the file users apply.

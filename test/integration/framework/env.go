@@ -78,7 +78,7 @@ func RepoRoot() string {
 var (
 	repoRootOnce sync.Once
 	repoRoot     string
-	modulePathRE = regexp.MustCompile(`(?m)^module\s+ydzs\.io/book-controller\s*$`)
+	modulePathRE = regexp.MustCompile(`(?m)^module\s+` + regexp.QuoteMeta("ydzs.io/book-controller") + `\s*$`)
 )
 
 // Setup starts a control plane for a test package. Call it from TestMain and

@@ -68,6 +68,6 @@ func (o ControllerOptions) layersOff() controller.Layers {
 		LiveFirst:           off(env.LiveFirst, o.Off.LiveFirst, o.On.LiveFirst),
 		ConnectionWarmUp:    off(env.ConnectionWarmUp, o.Off.ConnectionWarmUp, o.On.ConnectionWarmUp),
 		NotReadyGauge:       off(env.NotReadyGauge, o.Off.NotReadyGauge, o.On.NotReadyGauge),
-		WatchDecode:         off(env.WatchDecode, o.Off.WatchDecode, o.On.WatchDecode),
+		WatchDecode:         off(env.WatchDecode, o.Off.WatchDecode, o.On.WatchDecode), // fork:line watchdecode
 	}
 }

@@ -56,10 +56,12 @@ type ReplicaOptions struct {
 	// Proxy, if set, is the one to go through: a replica restarted behind
 	// the proxy of the one it replaces.
 	Proxy *Proxy
+	// fork:begin shards
 	// Shards, above 1, runs the replica with --shards: it then watches
 	// every namespace, and Namespace only holds the shard Leases, named
 	// after LeaseID (<LeaseID>-shard-<i>).
 	Shards int
+	// fork:end shards
 	// Args are more flags (-v=2, --workers...).
 	Args []string
 }
@@ -95,9 +97,11 @@ func (e *Env) StartReplica(t testing.TB, bin, name string, o ReplicaOptions) *Re
 		r.Proxy, kubeconfig = e.StartAPIServerProxy(t, t.TempDir(), name+".kubeconfig")
 	}
 	watch := []string{"--namespace", o.Namespace}
+	// fork:begin shards
 	if o.Shards > 1 {
 		watch = []string{"--shards", fmt.Sprint(o.Shards)}
 	}
+	// fork:end shards
 	args := append([]string{"--kubeconfig", kubeconfig}, watch...)
 	args = append(args, []string{
 		"--leader-elect", "--leader-elect-namespace", o.Namespace, "--leader-elect-id", o.LeaseID,

@@ -33,7 +33,9 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=books,singular=book,shortName=bk,scope=Namespaced
+// fork:begin v2
 // +kubebuilder:deprecatedversion:warning="webapp.ydzs.io/v1 Book is deprecated; use webapp.ydzs.io/v2"
+// fork:end v2
 // +kubebuilder:printcolumn:name="Title",type=string,JSONPath=`.spec.title`
 // +kubebuilder:printcolumn:name="Price",type=integer,JSONPath=`.spec.price`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -1,0 +1,117 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"path"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// part is something a fork may leave out: the paths it drops whole (a
+// file, or a directory and all below it), and the blocks between
+// `fork:begin <name>` and `fork:end <name>` in the files it keeps.
+type part struct {
+	// always: every fork leaves it out; else only --minimal does.
+	always bool
+	paths  []string
+	why    string
+}
+
+// parts is the table of optional parts. Paths are as in this project,
+// before renaming.
+var parts = map[string]part{
+	"v2": {always: true, why: "the second API version and its conversion (docs/api-versions.md tells how to add one)",
+		paths: []string{
+			"pkg/apis/webapp/v2", "pkg/apis/webapp/fuzzer",
+			"pkg/apis/webapp/v1/conversion.go", "pkg/apis/webapp/v1/conversion_test.go",
+			"pkg/apis/webapp/v1/conversion_fuzz_test.go", "pkg/apis/webapp/v1/roundtrip_test.go",
+			"pkg/apis/webapp/v1/testdata",
+			"pkg/generated/clientset/versioned/typed/webapp/v2", "pkg/generated/informers/externalversions/webapp/v2",
+			"pkg/generated/listers/webapp/v2", "pkg/generated/applyconfiguration/webapp/v2",
+			"manifests/crd-v2.yaml", "manifests/examples/v2", "manifests/versions_test.go",
+			"test/integration/versions", "hack/crdgen", "docs/api-versions.md",
+		}},
+	"fork": {always: true, why: "this command, its test and its page",
+		paths: []string{"hack/fork", "hack/test-fork.sh", "docs/fork.md", ".ci"}},
+	"twin": {why: "the controller-runtime twin and the parity test",
+		paths: []string{"examples/controller-runtime", "test/integration/parity", "test/integration/framework/twin.go", "docs/controller-runtime.md"}},
+	"bench": {why: "the benchmark and its results",
+		paths: []string{"test/bench", "docs/bench", "docs/benchmark.md"}},
+	"ui": {why: "the live view",
+		paths: []string{"pkg/ui", "test/ui", "hack/test-ui.sh", "docs/ui.md", "docs/ui.png", "pkg/manager/ui.go", "test/integration/controller/ui_test.go"}},
+	"shards": {why: "--shards: several replicas each serving part of the objects",
+		paths: []string{"pkg/shard", "test/integration/sharding", "test/integration/framework/shards.go", "manifests/overlays/sharded", "docs/sharding.md", "pkg/manager/shards.go", "pkg/preflight/shards.go", "test/compat/shards_test.go"}},
+	"watchdecode": {why: "the Book watch stream's own decoder",
+		paths: []string{"pkg/watchdecode", "test/integration/controller/watchdecode_test.go"}},
+	// The node itself (make cluster-up NODE=1: hack/tools/node, containerd,
+	// pkg/localcluster's node) stays: hack/build-tools.sh and
+	// hack/local-up.sh build and run it.
+	"node": {why: "the end-to-end tests on the local node",
+		paths: []string{"test/e2e"}},
+	"chaos": {why: "the fault-injection suite",
+		paths: []string{"test/chaos"}},
+}
+
+// executables committed to this project by mistake; no fork copies them.
+var dropAlways = []string{"hack/docs/docs.test", "hack/tools/image/image"}
+
+func partNames() string {
+	var n []string
+	for name := range parts {
+		n = append(n, name)
+	}
+	sort.Strings(n)
+	return strings.Join(n, ", ")
+}
+
+func optionalParts() string {
+	var n []string
+	for name, p := range parts {
+		if !p.always {
+			n = append(n, name)
+		}
+	}
+	sort.Strings(n)
+	return strings.Join(n, ", ")
+}
+
+// dropper says which parts a fork leaves out: with minimal, every one but
+// those of keep.
+func dropper(minimal bool, keep []string) func(string) bool {
+	return func(name string) bool { return parts[name].always || (minimal && !slices.Contains(keep, name)) }
+}
+
+// dropped reports whether the file p (slash-separated, relative to the
+// root) is left out.
+func dropped(p string, drop func(string) bool) bool {
+	if slices.Contains(dropAlways, p) {
+		return true
+	}
+	for name, pt := range parts {
+		if !drop(name) {
+			continue
+		}
+		for _, q := range pt.paths {
+			if p == q || strings.HasPrefix(p, q+"/") || (path.Ext(q) == "" && strings.HasPrefix(p, q+"/")) {
+				return true
+			}
+		}
+	}
+	return false
+}
