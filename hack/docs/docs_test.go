@@ -144,7 +144,7 @@ func TestBrokenInputFails(t *testing.T) {
 		{"comment-path", "comments", []string{"pkg/controller/more.go:3:", "pkg/controller/informers.go, which does not exist"}},
 		{"comment-yaml", "comments", []string{"manifests/rbac.yaml:1:", "reconcileConfigMap"}},
 		{"comment-name", "comments", []string{"pkg/controller/more.go:3:", "cacheBehind"}},
-		{"length", "length", []string{"README.md:151:", "151 lines, over its cap of 150"}},
+		{"length", "length", []string{"README.md:151:", "151 lines shown, over its cap of 150"}},
 		{"comment-qualified", "comments", []string{"pkg/controller/more.go:3:", "metrics.Gone, which package metrics does not declare"}},
 	}
 	for _, c := range cases {

@@ -16,7 +16,10 @@ limitations under the License.
 
 package docs
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // MaxLines caps the pages meant to be read through: the README is the front
 // door and the benchmark page a reference, and both grew into lab notebooks
@@ -34,13 +37,25 @@ func CheckLength(_ *Repo, d *Docs) []Finding {
 		if doc == nil {
 			continue
 		}
-		n := len(doc.lines)
-		if n > 0 && doc.lines[n-1] == "" {
-			n-- // the newline that ends the last line
+		n := 0
+		for i, l := range doc.lines {
+			if i == len(doc.lines)-1 && l == "" {
+				break // the newline that ends the last line
+			}
+			// A line that is only an HTML comment (hack/fork's markers)
+			// is not shown: it is not read either.
+			if t := strings.TrimSpace(l); strings.HasPrefix(t, "<!--") && strings.HasSuffix(t, "-->") {
+				continue
+			}
+			n++
 		}
 		if n > MaxLines[p] {
-			out = append(out, Finding{Pos: at(p, n), Msg: fmt.Sprintf(
-				"%s has %d lines, over its cap of %d: move detail to the page that owns it and link there", p, n, MaxLines[p])})
+			last := len(doc.lines)
+			if last > 0 && doc.lines[last-1] == "" {
+				last--
+			}
+			out = append(out, Finding{Pos: at(p, last), Msg: fmt.Sprintf(
+				"%s has %d lines shown, over its cap of %d: move detail to the page that owns it and link there", p, n, MaxLines[p])})
 		}
 	}
 	return out
