@@ -93,6 +93,9 @@ func run(in, outDir string) error {
 	return nil
 }
 
+// deprecationWarning is what the API server says on every v1 request.
+const deprecationWarning = "webapp.ydzs.io/v1 Book is deprecated; use webapp.ydzs.io/v2"
+
 // render returns, from controller-gen's CRD, the two-version CRD with the
 // conversion stanza and the v1-only CRD.
 func render(data []byte) (both, v1only map[string]any, err error) {
@@ -106,10 +109,14 @@ func render(data []byte) (both, v1only map[string]any, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(versions) != 2 || versions[0]["name"] != "v1" || versions[1]["name"] != "v2" ||
-		versions[1]["storage"] != true || versions[0]["deprecated"] != true {
-		return nil, nil, fmt.Errorf("want versions v1 (deprecated) and v2 (stored), got %v; check the +kubebuilder markers in pkg/apis/webapp", names(versions))
+	if len(versions) != 2 || versions[0]["name"] != "v1" || versions[1]["name"] != "v2" || versions[1]["storage"] != true {
+		return nil, nil, fmt.Errorf("want versions v1 and v2 (stored), got %v; check the +kubebuilder markers in pkg/apis/webapp", names(versions))
 	}
+	// Here rather than as a +kubebuilder:deprecatedversion marker on the v1
+	// type, where hack/fork's markers around it would reach the generated
+	// descriptions: a fork has no v2, and no crdgen.
+	versions[0]["deprecated"] = true
+	versions[0]["deprecationWarning"] = deprecationWarning
 	spec["conversion"] = map[string]any{
 		"strategy": "Webhook",
 		"webhook": map[string]any{

@@ -28,7 +28,7 @@ import (
 func TestRefusesAnUnexpectedCRD(t *testing.T) {
 	for name, crd := range map[string]string{
 		"v1 alone":  "spec:\n  versions:\n  - name: v1\n    storage: true\n",
-		"v1 stored": "spec:\n  versions:\n  - name: v1\n    storage: true\n    deprecated: true\n  - name: v2\n",
+		"v1 stored": "spec:\n  versions:\n  - name: v1\n    storage: true\n  - name: v2\n",
 		"no spec":   "kind: CustomResourceDefinition\n",
 	} {
 		t.Run(name, func(t *testing.T) {

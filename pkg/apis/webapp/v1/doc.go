@@ -19,8 +19,12 @@ limitations under the License.
 // clients (pkg/generated), the deep-copy functions and the v1 version of the
 // CRDs in manifests/.
 // fork:begin v2
-// It is deprecated in favour of v2 and still served. Its Book converts to
-// and from the hub, v2 (conversion.go), without losing what v1 cannot say.
+// It is deprecated in favour of v2 and still served: a v1 price is a whole
+// number of an unnamed currency and cannot say 19.99 EUR, where v2 has a
+// decimal price in an ISO 4217 currency, and authors. Its Book converts to
+// and from the hub, v2 (conversion.go), without losing what v1 cannot say,
+// and the API server warns on every v1 request (hack/crdgen marks v1
+// deprecated in manifests/crd-v2.yaml).
 // fork:end v2
 //
 // +k8s:deepcopy-gen=package

@@ -23,19 +23,11 @@ import (
 // Book is a book on sale. The controller mirrors each Book's spec into a
 // ConfigMap of the same name and namespace and reports progress in status.
 //
-// Deprecated: use webapp.ydzs.io/v2. A v1 price is a whole number of an
-// unnamed currency and cannot say 19.99 EUR; v2 has a decimal price in an
-// ISO 4217 currency, and authors. v1 is still served, converted to and from
-// v2 without loss, and the API server warns on every v1 request.
-//
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=books,singular=book,shortName=bk,scope=Namespaced
-// fork:begin v2
-// +kubebuilder:deprecatedversion:warning="webapp.ydzs.io/v1 Book is deprecated; use webapp.ydzs.io/v2"
-// fork:end v2
 // +kubebuilder:printcolumn:name="Title",type=string,JSONPath=`.spec.title`
 // +kubebuilder:printcolumn:name="Price",type=integer,JSONPath=`.spec.price`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -29,11 +29,6 @@ import (
 //
 // Book is a book on sale. The controller mirrors each Book's spec into a
 // ConfigMap of the same name and namespace and reports progress in status.
-//
-// Deprecated: use webapp.ydzs.io/v2. A v1 price is a whole number of an
-// unnamed currency and cannot say 19.99 EUR; v2 has a decimal price in an
-// ISO 4217 currency, and authors. v1 is still served, converted to and from
-// v2 without loss, and the API server warns on every v1 request.
 type BookApplyConfiguration struct {
 	metav1.TypeMetaApplyConfiguration `json:""`
 	// Standard object metadata.
