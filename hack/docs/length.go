@@ -23,7 +23,7 @@ import (
 
 // MaxLines caps the pages meant to be read through: the README is the front
 // door and the benchmark page a reference, and both grew into lab notebooks
-// before they had a cap. Dated runs belong under docs/bench/, one per file.
+// before they had a cap. Dated runs belong in the bench's reports, one per run.
 var MaxLines = map[string]int{
 	"README.md":         150,
 	"docs/benchmark.md": 250,
@@ -42,8 +42,8 @@ func CheckLength(_ *Repo, d *Docs) []Finding {
 			if i == len(doc.lines)-1 && l == "" {
 				break // the newline that ends the last line
 			}
-			// A line that is only an HTML comment (hack/fork's markers)
-			// is not shown: it is not read either.
+			// A line that is only an HTML comment (the fork command's
+			// markers) is not shown: it is not read either.
 			if t := strings.TrimSpace(l); strings.HasPrefix(t, "<!--") && strings.HasSuffix(t, "-->") {
 				continue
 			}
