@@ -68,8 +68,8 @@ verify: ## Fail if generated code is stale, code is not gofmt'ed or go vet compl
 	cd $(TWIN_DIR) && CGO_ENABLED=0 go vet -trimpath $(GO_BUILD_FLAGS) ./... && go mod tidy -diff # fork:line twin
 	cd hack/tools/image && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff
 	cd hack/tools/promtool && GOWORK=off go vet ./...
-	cd hack/tools/node && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff
-	cd hack/tools/containerd && GOWORK=off go mod tidy -diff
+	cd hack/tools/node && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff # fork:line node
+	cd hack/tools/containerd && GOWORK=off go mod tidy -diff # fork:line node
 	CGO_ENABLED=0 go vet -trimpath -tags e2e,grpcnotrace ./test/e2e/ # fork:line node
 	CGO_ENABLED=0 go vet -trimpath $(GO_BUILD_FLAGS) -tags compat,grpcnotrace ./test/compat/
 	cd hack/tools/kubernetes-1.36 && GOWORK=off go mod tidy -diff
@@ -125,25 +125,29 @@ uninstall: ## Remove the Book CRD (and with it every Book) from the cluster.
 
 ##@ Local cluster and demo
 
+# fork:begin node
 # NODE=1: cluster-up and demo add a node that runs pods (containerd, kubelet,
-# kube-scheduler, a registry on localhost:5000); see docs/node.md.
+# kube-scheduler, a registry on localhost:5000); see docs/node.md. demo.sh
+# reads NODE from the environment, where make puts it.
 NODE ?=
+CLUSTER_UP_FLAGS := $(if $(filter 1,$(NODE)),--node)
 
+# fork:end node
 .PHONY: cluster-up
-cluster-up: ## Start etcd, kube-apiserver and kube-controller-manager on loopback; NODE=1 adds a node that runs pods.
-	hack/local-up.sh up $(if $(filter 1,$(NODE)),--node)
+cluster-up: ## Start etcd, kube-apiserver and kube-controller-manager on loopback.
+	hack/local-up.sh up $(CLUSTER_UP_FLAGS)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the local cluster started by cluster-up and delete its data.
 	hack/local-up.sh down
 
 .PHONY: demo
-demo: ## The whole thing: cluster (unless $KUBECONFIG), CRD, controller, example Books; NODE=1: image, registry, make deploy onto a local node.
-	NODE='$(NODE)' hack/demo.sh up
+demo: ## The whole thing: cluster (unless $KUBECONFIG), CRD, controller, example Books.
+	hack/demo.sh up
 
 .PHONY: demo-down
 demo-down: ## Stop what `make demo` started.
-	NODE='$(NODE)' hack/demo.sh down
+	hack/demo.sh down
 
 # fork:begin twin
 ##@ controller-runtime twin
@@ -272,7 +276,8 @@ E2E_SIZING_OUT ?=
 .PHONY: test-e2e
 test-e2e: ## Build the image, push it to a registry on localhost:5000, deploy it on a real local node and check it in its pods (root; installs runc; minutes).
 	hack/install-runc.sh
-	hack/build-tools.sh etcd kube-apiserver kube-controller-manager kubectl node >/dev/null
+	hack/build-tools.sh >/dev/null
+	hack/build-node.sh >/dev/null
 	E2E_SIZING_OUT='$(if $(E2E_SIZING_OUT),$(abspath $(E2E_SIZING_OUT)))' \
 	  CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags e2e,grpcnotrace -count=1 -timeout 45m $(TESTFLAGS) ./test/e2e/
 

@@ -20,17 +20,8 @@
 # people and for the deployment tests (kubectl kustomize). A binary already
 # there is not built again, so a warm run costs a fraction of a second.
 #
-# The local node (make cluster-up NODE=1) also needs these NAMEs, never built
-# unless asked for (`node` asks for all four):
-#   kubelet, kube-scheduler  from hack/tools/kubernetes, as the control plane;
-#   containerd               containerd, containerd-shim-runc-v2 and the CNI
-#                            plugins bridge, host-local and loopback (in cni/),
-#                            from hack/tools/containerd, built once per version
-#                            into _output/tools/containerd-<v>-cni-<v>/bin and
-#                            linked into the bin directory;
-#   node-helper              node-helper (registry, forwarder) and pause, from
-#                            hack/tools/node; `go build` every time, which
-#                            takes a second when nothing changed.
+# kubelet and kube-scheduler are NAMEs too, built only when named.
+# hack/build-node.sh names them, for the local node. # fork:line node
 #
 # Progress goes to stderr, a line at least every 15 s while building; the LAST
 # line of stdout is the bin directory, so callers can do:
@@ -56,10 +47,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 K8S_MOD="$ROOT/hack/tools/kubernetes"
 ETCD_MOD="$ROOT/hack/tools/etcd"
 PROGRESS="$ROOT/hack/progress.sh"
-CTR_MOD="$ROOT/hack/tools/containerd"
-NODE_MOD="$ROOT/hack/tools/node"
 ALL=(etcd kube-apiserver kube-controller-manager kubectl)
-NODE_ALL=(kubelet kube-scheduler containerd node-helper)
+NAMED_ONLY=(kubelet kube-scheduler)
 
 log() { echo "build-tools: $*" >&2; }
 
@@ -76,10 +65,7 @@ while (($#)); do
 	esac
 	shift
 done
-want=()
-for n in "$@"; do
-	if [[ "$n" == node ]]; then want+=("${NODE_ALL[@]}"); else want+=("$n"); fi
-done
+want=("$@")
 
 command -v go >/dev/null || { log "go not found on PATH; install Go (see go.mod for the version)"; exit 1; }
 
@@ -112,12 +98,12 @@ if [[ -n "$k8s_minor" && "$k8s_minor" != "$(minor_of "$K8S_VERSION")" ]]; then
 	K8S_MOD="$ROOT/hack/tools/kubernetes-$k8s_minor"
 	K8S_VERSION="$(mod_version "$K8S_MOD" k8s.io/kubernetes)"
 	ALL=(etcd kube-apiserver kube-controller-manager)
-	NODE_ALL=()
+	NAMED_ONLY=()
 fi
 ((${#want[@]})) || want=("${ALL[@]}")
 for n in "${want[@]}"; do
-	[[ " ${ALL[*]} ${NODE_ALL[*]} " == *" $n "* ]] || {
-		log "unknown binary \"$n\" for Kubernetes $K8S_VERSION: want one of ${ALL[*]}${NODE_ALL[*]:+ ${NODE_ALL[*]} (or node)}"
+	[[ " ${ALL[*]} ${NAMED_ONLY[*]} " == *" $n "* ]] || {
+		log "unknown binary \"$n\" for Kubernetes $K8S_VERSION: want one of ${ALL[*]}${NAMED_ONLY[*]:+ ${NAMED_ONLY[*]}}"
 		exit 2
 	}
 done
@@ -135,31 +121,7 @@ mkdir -p "$BIN"
 # the packages the control plane shares with the controller compile once.
 NODWARF=-gcflags=all=-dwarf=false
 
-# containerd's binaries live in a directory of their own version, so a bump
-# of containerd or of the CNI plugins rebuilds them and nothing else.
-ctr_bin() {
-	echo "$ROOT/_output/tools/containerd-$(mod_version "$CTR_MOD" github.com/containerd/containerd/v2)-cni-$(mod_version "$CTR_MOD" github.com/containernetworking/plugins)/bin"
-}
-CTR_BINARIES=(containerd containerd-shim-runc-v2 cni/bridge cni/host-local cni/loopback)
-
-have() {
-	case $1 in
-	containerd)
-		local b
-		for b in "${CTR_BINARIES[@]}"; do [[ -x "$CTR_BIN/$b" ]] || return 1; done
-		;;
-	node-helper) return 1 ;; # go build decides, in a second
-	*) [[ -x "$BIN/$1" ]] ;;
-	esac
-}
-CTR_BIN=
-[[ " ${want[*]} " == *" containerd "* ]] && CTR_BIN="$(ctr_bin)"
-# The links in $BIN name this version's containerd, whichever was linked before.
-link_ctr() {
-	[[ -n "$CTR_BIN" ]] || return 0
-	local b
-	for b in containerd containerd-shim-runc-v2 cni; do ln -sfn "$CTR_BIN/$b" "$BIN/$b"; done
-}
+have() { [[ -x "$BIN/$1" ]]; }
 
 # kubectl_within_skew: Kubernetes supports kubectl one minor version either
 # side of the server; an older one lacks flags and kustomize features we use.
@@ -179,7 +141,7 @@ fi
 # per binary lets the second wait for the first instead of racing it on the
 # same files, and lets a kubectl build run beside a cluster start.
 todo=()
-for n in "${ALL[@]}" "${NODE_ALL[@]}"; do
+for n in "${ALL[@]}" "${NAMED_ONLY[@]}"; do
 	[[ " ${want[*]} " == *" $n "* ]] && ! have "$n" || continue
 	exec {fd}>"$BIN/.lock-$n"
 	command -v flock >/dev/null && flock "$fd"
@@ -204,18 +166,9 @@ k8s=()
 for n in kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do
 	[[ " ${todo[*]} " == *" $n "* ]] && k8s+=("k8s.io/kubernetes/cmd/$n")
 done
-build_etcd= build_ctr= build_node=
+build_etcd=
 [[ " ${todo[*]} " == *" etcd "* ]] && build_etcd=1
-[[ " ${todo[*]} " == *" containerd "* ]] && build_ctr=1
-[[ " ${todo[*]} " == *" node-helper "* ]] && build_node=1
-# node-helper alone: a plain go build, which finds it up to date in a second.
-build_node_helper() {
-	(cd "$NODE_MOD" && go build -trimpath -ldflags "-s -w" "$NODWARF" -o "$BIN/node-helper" . &&
-		go build -trimpath -ldflags "-s -w" "$NODWARF" -o "$BIN/pause" ./pause) >&2
-}
-if [[ -z "$build_etcd" && -z "$build_ctr" && ${#k8s[@]} -eq 0 ]]; then
-	link_ctr
-	[[ -z "$build_node" ]] || build_node_helper
+if [[ -z "$build_etcd" && ${#k8s[@]} -eq 0 ]]; then
 	echo "$BIN"
 	exit 0
 fi
@@ -309,7 +262,6 @@ start=$SECONDS
 what=()
 [[ -n "$build_etcd" ]] && what+=("etcd $ETCD_VERSION")
 ((${#k8s[@]})) && what+=("${k8s[*]##*/} $K8S_VERSION")
-[[ -n "$build_ctr" ]] && what+=("containerd and CNI plugins (${CTR_BIN#"$ROOT"/_output/tools/})")
 log "building ${what[*]} from source. This is slow the first time only: the versions are"
 log "pinned as Go modules (hack/tools), so their thousands of Go packages compile on this machine;"
 log "the binaries are kept in ${BIN#"$ROOT"/} and the compiled packages in the Go build cache."
@@ -317,20 +269,13 @@ log "the binaries are kept in ${BIN#"$ROOT"/} and the compiled packages in the G
 # 1. Modules, both tools modules at once, and meanwhile the whole standard
 # library (the download is network-bound, this CPU-bound; which of its
 # packages the builds need is known only once the modules are there).
-touch "$TMP/etcd.deps" "$TMP/k8s.deps" "$TMP/ctr.deps"
+touch "$TMP/etcd.deps" "$TMP/k8s.deps"
 background "compiling the standard library" \
 	build "[1/3 modules] meanwhile, Go standard library" "$ROOT" "$(go list std | wc -l)" "$NODWARF" std
 [[ -n "$build_etcd" ]] && background "downloading etcd's modules" \
 	download "[1/3 modules] etcd" "$ETCD_MOD" "$TMP/etcd.deps" go.etcd.io/etcd/server/v3
 ((${#k8s[@]})) && background "downloading Kubernetes' modules" \
 	download "[1/3 modules] kubernetes" "$K8S_MOD" "$TMP/k8s.deps" "${k8s[@]}"
-# containerd's build tags select files, so its list must use them too.
-CTR_TAGS="no_btrfs no_devmapper no_zfs"
-CTR_PKGS=(github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
-	github.com/containernetworking/plugins/plugins/main/bridge github.com/containernetworking/plugins/plugins/ipam/host-local
-	github.com/containernetworking/plugins/plugins/main/loopback)
-[[ -n "$build_ctr" ]] && background "downloading containerd's modules" \
-	download "[1/3 modules] containerd" "$CTR_MOD" "$TMP/ctr.deps" -tags "$CTR_TAGS" "${CTR_PKGS[@]}"
 await_all
 # The rest while compiling; it only competes for the network.
 prefetch &
@@ -339,7 +284,7 @@ prefetch_pid=$!
 # 2. The standard library packages the builds need, compiled above: etcd and
 # Kubernetes would otherwise both compile them at the same moment. This
 # finds them in the build cache (or compiles what the step above missed).
-std=$(cat "$TMP/etcd.deps" "$TMP/k8s.deps" "$TMP/ctr.deps" | awk 'NF == 1' | sort -u)
+std=$(cat "$TMP/etcd.deps" "$TMP/k8s.deps" | awk 'NF == 1' | sort -u)
 std_dir=$K8S_MOD
 ((${#k8s[@]})) || std_dir=$ETCD_MOD
 # shellcheck disable=SC2086 # one package per word
@@ -368,21 +313,7 @@ if ((${#k8s[@]})); then
 	}
 	background "building Kubernetes" kubernetes
 fi
-# containerd is static too (CGO_ENABLED=0); the tags leave out the snapshotters
-# that need cgo (btrfs, devmapper, zfs); the node uses overlayfs.
-if [[ -n "$build_ctr" ]]; then
-	containerd_build() {
-		build "[3/3 containerd] containerd, shim, CNI plugins" "$CTR_MOD" "$(count_nonstd "$TMP/ctr.deps")" \
-			-tags "$CTR_TAGS" -ldflags "-s -w" "$NODWARF" -o "$TMP/" "${CTR_PKGS[@]}"
-		mkdir -p "$CTR_BIN/cni"
-		local b
-		for b in "${CTR_BINARIES[@]}"; do mv "$TMP/${b#cni/}" "$CTR_BIN/$b"; done
-	}
-	background "building containerd" containerd_build
-fi
 await_all
-link_ctr
-[[ -z "$build_node" ]] || build_node_helper
 wait "$prefetch_pid"
 prefetch_pid=""
 log "built ${what[*]} in $((SECONDS - start)) s"

@@ -8,12 +8,14 @@
 #                      started it (not if it was already running, as after
 #                      `make cluster-up`), else delete the example Books it
 #                      applied.
+# fork:begin node
 #   NODE=1 hack/demo.sh up    the deploy path instead, on a local cluster with
 #                      a node (make cluster-up NODE=1): make image image-push
 #                      to the registry on localhost:5000, make install, make
 #                      deploy, the example Books; the controller runs in pods.
 #   NODE=1 hack/demo.sh down  make undeploy; stop the local cluster if `up`
 #                      started it.
+# fork:end node
 #
 # The talking to the cluster is done by hack/demo (Go), not kubectl: kubectl
 # is only for poking at the cluster afterwards, so on a first run it is built
@@ -83,6 +85,7 @@ kubectl_for_user() { # <tools bin dir>
   # kubectl is being built in the background: ready once ${KUBECTL_LOG#"$ROOT"/} says \"built kubectl\""
 }
 
+# fork:begin node
 # up_node: the lesson's deploy path on the local node; the image is built for
 # the node's platform only (make image alone builds both).
 up_node() {
@@ -127,12 +130,15 @@ The controller runs in the cluster, as the lesson deploys it. Poke at it:
 Stop everything with: make demo-down NODE=1
 MSG
 }
+# fork:end node
 
 up() {
+  # fork:begin node
   if [[ "${NODE:-}" == 1 ]]; then
     up_node
     return
   fi
+  # fork:end node
   mkdir -p "$DEMO_DIR" "$BIN_DIR"
   local start=$SECONDS kubectl kubectl_note="" builds
   if [[ -n "${KUBECONFIG:-}" && "$KUBECONFIG" != "$LOCAL_KUBECONFIG" ]]; then
@@ -224,11 +230,13 @@ down() {
     kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
   fi
   rm -f "$PID_FILE"
+  # fork:begin node
   if [[ -f "$DEMO_DIR/node" && -f "$LOCAL_KUBECONFIG" && ! -f "$STARTED_CLUSTER" ]]; then
     say "make undeploy (the CRD and every Book go too)"
     KUBECONFIG="$LOCAL_KUBECONFIG" make --no-print-directory undeploy || true
   fi
   rm -f "$DEMO_DIR/node"
+  # fork:end node
   if [[ -f "$STARTED_CLUSTER" ]]; then
     say "Stopping the local cluster"
     hack/local-up.sh down

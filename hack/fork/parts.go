@@ -59,11 +59,12 @@ var parts = map[string]part{
 		paths: []string{"pkg/shard", "test/integration/sharding", "test/integration/framework/shards.go", "manifests/overlays/sharded", "docs/sharding.md", "pkg/manager/shards.go", "pkg/preflight/shards.go", "test/compat/shards_test.go"}},
 	"watchdecode": {why: "the Book watch stream's own decoder",
 		paths: []string{"pkg/watchdecode", "test/integration/controller/watchdecode_test.go"}},
-	// The node itself (make cluster-up NODE=1: hack/tools/node, containerd,
-	// pkg/localcluster's node) stays: hack/build-tools.sh and
-	// hack/local-up.sh build and run it.
-	"node": {why: "the end-to-end tests on the local node",
-		paths: []string{"test/e2e"}},
+	"node": {why: "the local node that runs pods (make cluster-up NODE=1) and the end-to-end tests on it",
+		paths: []string{"test/e2e", "docs/node.md", "hack/build-node.sh", "hack/install-runc.sh",
+			"hack/tools/node", "hack/tools/containerd",
+			"pkg/localcluster/node.go", "pkg/localcluster/node_config.go", "pkg/localcluster/node_host.go",
+			"pkg/localcluster/node_host_other.go", "pkg/localcluster/node_netns.go", "pkg/localcluster/node_pki.go",
+			"pkg/localcluster/scheduler.go"}},
 	"chaos": {why: "the fault-injection suite",
 		paths: []string{"test/chaos"}},
 }

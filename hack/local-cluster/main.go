@@ -21,10 +21,10 @@ limitations under the License.
 //
 // Usage:
 //
-//	local-cluster [-dir DIR] [-bin-dir DIR] [-node] up|down|status|apiserver-stop|apiserver-start
+//	local-cluster [flags] up|down|status|apiserver-stop|apiserver-start
 //
-// -node adds a real node (containerd, kubelet, kube-scheduler, a registry
-// on localhost:5000): see pkg/localcluster Options.Node.
+// -node adds a real node (containerd, kubelet, kube-scheduler, a registry // fork:line node
+// on localhost:5000): see pkg/localcluster Options.Node. // fork:line node
 //
 // apiserver-stop kills kube-apiserver as a crash would, and apiserver-start
 // starts it again on the same port and data: to watch a controller's
@@ -60,7 +60,9 @@ func main() {
 	binDir := flag.String("bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager; default: build them with hack/build-tools.sh")
 	repoRoot := flag.String("repo-root", ".", "repository root, for hack/build-tools.sh when -bin-dir is empty")
 	sharded := flag.Bool("sharded-list-and-watch", true, "enable kube-apiserver's alpha ShardedListAndWatch feature gate, which book-controller --shards needs")
+	// fork:begin node
 	node := flag.Bool("node", false, "add a node that runs pods: kube-scheduler, containerd, kubelet, a registry on "+localcluster.RegistryHost+" (needs root and runc)")
+	// fork:end node
 	timeout := flag.Duration("timeout", 15*time.Minute, "how long up may take, including a cold build of the binaries")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] up|down|status|apiserver-stop|apiserver-start\n", filepath.Base(os.Args[0]))
@@ -79,7 +81,11 @@ func main() {
 	case "up":
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 		defer cancel()
-		err = up(ctx, abs, *binDir, *repoRoot, localcluster.Options{ShardedListAndWatch: *sharded, Node: *node})
+		opts := localcluster.Options{ShardedListAndWatch: *sharded}
+		// fork:begin node
+		opts.Node = *node
+		// fork:end node
+		err = up(ctx, abs, *binDir, *repoRoot, opts)
 	case "down":
 		err = down(abs)
 	case "status":
@@ -106,9 +112,11 @@ func up(ctx context.Context, dir, binDir, repoRoot string, opts localcluster.Opt
 	if c, err := localcluster.Attach(dir); err == nil {
 		switch pids := c.Pids(); len(pids) {
 		case len(c.Components()):
+			// fork:begin node
 			if hasNode := pids[localcluster.Kubelet] != 0; hasNode != opts.Node {
 				return fmt.Errorf("local cluster already running in %s, with node: %v; run hack/local-up.sh down first to start one with node: %v", dir, hasNode, opts.Node)
 			}
+			// fork:end node
 			fmt.Printf("local cluster already running in %s (%s)\n", dir, describe(pids))
 			printUsage(c)
 			return nil
@@ -124,9 +132,11 @@ func up(ctx context.Context, dir, binDir, repoRoot string, opts localcluster.Opt
 	}
 	if binDir == "" {
 		names := []string{localcluster.Etcd, localcluster.KubeAPIServer, localcluster.KubeControllerManager}
+		// fork:begin node
 		if opts.Node {
 			names = append(names, localcluster.NodeBinaries)
 		}
+		// fork:end node
 		var err error
 		if binDir, err = localcluster.EnsureBinaries(ctx, repoRoot, names...); err != nil {
 			return err
@@ -134,9 +144,11 @@ func up(ctx context.Context, dir, binDir, repoRoot string, opts localcluster.Opt
 	}
 	start := time.Now()
 	opts.Dir, opts.BinDir, opts.Detached = dir, binDir, true
+	// fork:begin node
 	if opts.Node {
 		fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, then the node: kube-scheduler, registry, containerd, kubelet")
 	}
+	// fork:end node
 	c, err := localcluster.Start(ctx, opts)
 	if err != nil {
 		return err
@@ -156,12 +168,14 @@ func printUsage(c *localcluster.Cluster) {
   export KUBECONFIG=%s
   kubectl get ns        # a kubectl within one minor version of the cluster; %s
 `, c.KubeconfigPath(), where)
+	// fork:begin node
 	if c.Pids()[localcluster.Kubelet] != 0 {
 		fmt.Printf(`  kubectl get nodes     # node %s runs pods; images come from the registry on %s:
   make image image-push IMG=%s/book-controller:dev
   make install && make deploy IMG=%s/book-controller:dev
 `, localcluster.NodeName, localcluster.RegistryHost, localcluster.RegistryHost, localcluster.RegistryHost)
 	}
+	// fork:end node
 	fmt.Printf(`
 logs: %s
 stop: hack/local-up.sh down

@@ -54,10 +54,12 @@ func (c *Cluster) apiServerArgs() ([]string, error) {
 		audit = append(audit, "--feature-gates="+ShardedListAndWatchGate+"=true")
 	}
 	authz := "--authorization-mode=RBAC"
+	// fork:begin node
 	if c.st.Node != nil {
 		authz = "--authorization-mode=Node,RBAC"
 		audit = append(audit, c.kubeletClientArgs()...)
 	}
+	// fork:end node
 	return append([]string{
 		"--etcd-servers=" + c.etcdURL(),
 		"--bind-address=127.0.0.1",
@@ -89,6 +91,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	})
 }
 
+// fork:begin node
 // kubeletClientArgs let the API server reach the kubelet (logs, exec,
 // port-forward) at the node's InternalIP, 127.0.0.1, verifying its
 // certificate and presenting its own (node_pki.go).
@@ -100,3 +103,5 @@ func (c *Cluster) kubeletClientArgs() []string {
 		"--kubelet-preferred-address-types=InternalIP,Hostname",
 	}
 }
+
+// fork:end node

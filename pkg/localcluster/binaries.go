@@ -40,6 +40,12 @@ const (
 // buildScript is relative to the repository root.
 const buildScript = "hack/build-tools.sh"
 
+// fork:begin node
+// nodeBuildScript builds NodeBinaries, relative to the repository root.
+const nodeBuildScript = "hack/build-node.sh"
+
+// fork:end node
+
 // controlPlane are the binaries Start runs.
 var controlPlane = []string{Etcd, KubeAPIServer, KubeControllerManager}
 
@@ -62,28 +68,58 @@ func EnsureBinariesOf(ctx context.Context, repoRoot, kubernetes string, names ..
 	if len(names) == 0 {
 		names = controlPlane
 	}
-	script := filepath.Join(repoRoot, buildScript)
-	if _, err := os.Stat(script); err != nil {
-		return "", fmt.Errorf("localcluster: %s not found: pass the repository root to EnsureBinaries", script)
-	}
-	args := []string{script}
+	var args []string
 	if kubernetes != "" {
 		args = append(args, "--k8s", kubernetes)
 	}
+	// fork:begin node
+	// The node's binaries come from a script of their own (which has
+	// hack/build-tools.sh build kubelet and kube-scheduler), after the
+	// control plane's; the node runs only the default version.
+	for i, name := range names {
+		if name != NodeBinaries {
+			continue
+		}
+		if kubernetes != "" {
+			return "", fmt.Errorf("localcluster: the node runs only the default Kubernetes, not %s: leave Options.Kubernetes empty", kubernetes)
+		}
+		others := append(append([]string{}, names[:i]...), names[i+1:]...)
+		if _, err := runBuildScript(ctx, repoRoot, buildScript, others...); err != nil {
+			return "", err
+		}
+		if binDir, err = runBuildScript(ctx, repoRoot, nodeBuildScript); err != nil {
+			return "", err
+		}
+		return binDir, checkBinaries(binDir, names...)
+	}
+	// fork:end node
+	if binDir, err = runBuildScript(ctx, repoRoot, buildScript, append(args, names...)...); err != nil {
+		return "", err
+	}
+	return binDir, checkBinaries(binDir, names...)
+}
+
+// runBuildScript runs script (relative to repoRoot) with args and returns
+// the last line of its output: the bin directory.
+func runBuildScript(ctx context.Context, repoRoot, script string, args ...string) (string, error) {
+	path := filepath.Join(repoRoot, script)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("localcluster: %s not found: pass the repository root to EnsureBinaries", path)
+	}
 	var stdout bytes.Buffer
 	stderr := &tailBuffer{max: 4096}
-	cmd := exec.CommandContext(ctx, "bash", append(args, names...)...)
+	cmd := exec.CommandContext(ctx, "bash", append([]string{path}, args...)...)
 	cmd.Dir = repoRoot
 	cmd.Stdout = &stdout
 	cmd.Stderr = io.MultiWriter(os.Stderr, stderr)
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("localcluster: %s failed (%v): %s", buildScript, err, lastLine(stderr.String()))
+		return "", fmt.Errorf("localcluster: %s failed (%v): %s", script, err, lastLine(stderr.String()))
 	}
-	binDir = lastLine(stdout.String())
+	binDir := lastLine(stdout.String())
 	if binDir == "" {
-		return "", fmt.Errorf("localcluster: %s printed no bin directory", buildScript)
+		return "", fmt.Errorf("localcluster: %s printed no bin directory", script)
 	}
-	return binDir, checkBinaries(binDir, names...)
+	return binDir, nil
 }
 
 // checkBinaries fails early with the fix, instead of letting the first
@@ -93,12 +129,14 @@ func checkBinaries(binDir string, names ...string) error {
 		names = controlPlane
 	}
 	for _, name := range names {
+		// fork:begin node
 		if name == NodeBinaries {
 			if err := checkBinaries(binDir, nodeFiles...); err != nil {
 				return err
 			}
 			continue
 		}
+		// fork:end node
 		p := filepath.Join(binDir, name)
 		st, err := os.Stat(p)
 		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {

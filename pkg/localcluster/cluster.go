@@ -89,6 +89,7 @@ type Options struct {
 	// --quota-backend-bytes, or kube-apiserver with --watch-cache=false.
 	APIServerArgs []string
 	EtcdArgs      []string
+	// fork:begin node
 	// Node adds a real node, 127.0.0.1, on which pods run: kube-scheduler,
 	// containerd with Debian's runc, the kubelet, go-containerregistry's
 	// registry on RegistryAddr (the node pulls from it; its pause image
@@ -103,6 +104,7 @@ type Options struct {
 	// every process in the node's cgroup, unmounts what it mounted, deletes
 	// the namespace and restores the host's sysctls and paths.
 	Node bool
+	// fork:end node
 }
 
 // Cluster is a running local control plane. Its methods are safe for
@@ -189,12 +191,14 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		EtcdArgs:              opts.EtcdArgs,
 		Processes:             map[string]procID{},
 	}
+	// fork:begin node
 	if opts.Node {
 		c.st.Node = &nodeState{KubeletPort: ports[4], KubeletHealthzPort: ports[5], SchedulerPort: ports[6]}
 		if err := c.writeNodePKI(); err != nil {
 			return err
 		}
 	}
+	// fork:end node
 	if err := c.writeCredentials(); err != nil {
 		return err
 	}
@@ -210,19 +214,23 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if err := c.startControllerManager(ctx); err != nil {
 		return err
 	}
-	if c.st.Node == nil {
-		return nil
+	// fork:begin node
+	if c.st.Node != nil {
+		return c.startNode(ctx)
 	}
-	return c.startNode(ctx)
+	// fork:end node
+	return nil
 }
 
 // binariesFor returns the absolute directory of the binaries opts needs:
 // Options.BinDir, checked, or the one hack/build-tools.sh builds them into.
 func binariesFor(ctx context.Context, opts Options) (string, error) {
 	names := controlPlane
+	// fork:begin node
 	if opts.Node {
 		names = append(append([]string{}, controlPlane...), NodeBinaries)
 	}
+	// fork:end node
 	binDir := opts.BinDir
 	if binDir == "" {
 		root, err := findRepoRoot()
@@ -268,7 +276,7 @@ type component struct {
 	timeout time.Duration
 	started func(pid int) error // if set, called once the process runs
 	check   func(context.Context) error
-	netns   bool // start it inside the node's network namespace
+	ns      namespace // where it is born; nil: the host's network namespace
 }
 
 // launch starts one process and waits until its check passes. The pid is
@@ -288,7 +296,7 @@ func (c *Cluster) launch(ctx context.Context, comp component) error {
 	if comp.bin == "" {
 		comp.bin = filepath.Join(c.st.BinDir, comp.name)
 	}
-	p, err := startProcess(comp.name, comp.bin, comp.args, c.path(logsDir, comp.name+".log"), c.st.Detached, comp.netns, extra)
+	p, err := startProcess(comp.name, comp.bin, comp.args, c.path(logsDir, comp.name+".log"), c.st.Detached, comp.ns, extra)
 	if err != nil {
 		return err
 	}
@@ -340,9 +348,11 @@ func (c *Cluster) Stop() error {
 		return nil
 	}
 	var errs []error
+	// fork:begin node
 	if err := c.stopNode(); err != nil {
 		errs = append(errs, err)
 	}
+	// fork:end node
 	names := c.names()
 	for i := len(names) - 1; i >= 0; i-- {
 		if p := c.procs[names[i]]; p != nil {
@@ -380,10 +390,25 @@ func (c *Cluster) Dir() string { return c.dir }
 // BinDir holds the binaries the cluster runs, and a kubectl.
 func (c *Cluster) BinDir() string { return c.st.BinDir }
 
+// names are the processes this cluster runs, in start order.
+func (c *Cluster) names() []string {
+	// fork:begin node
+	if c.st.Node != nil {
+		return append(append([]string{}, startOrder...), nodeStartOrder...)
+	}
+	// fork:end node
+	return startOrder
+}
+
+// Components names the processes this cluster runs (the keys Pids has
+// when everything runs).
+func (c *Cluster) Components() []string { return append([]string(nil), c.names()...) }
+
 // Pids returns the pids of this cluster's processes that are still running,
-// keyed by Etcd, KubeAPIServer and KubeControllerManager, and with
-// Options.Node also KubeScheduler, Registry, Forwarder, Containerd and
-// Kubelet. An empty map means nothing runs.
+// keyed by Etcd, KubeAPIServer and KubeControllerManager,
+// and with Options.Node also KubeScheduler, Registry, Forwarder, // fork:line node
+// Containerd and Kubelet. // fork:line node
+// An empty map means nothing runs.
 func (c *Cluster) Pids() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

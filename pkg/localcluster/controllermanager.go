@@ -48,6 +48,7 @@ var controllers = []string{
 	"resourcequota-controller",
 }
 
+// fork:begin node
 // nodeControllers are what a Deployment needs once there is a node: the
 // deployment and replicaset controllers make its pods, the node lifecycle
 // controller lifts the not-ready taint the node is created with, and pod GC
@@ -59,11 +60,15 @@ var nodeControllers = []string{
 	"pod-garbage-collector-controller",
 }
 
+// fork:end node
+
 func (c *Cluster) controllers() []string {
-	if c.st.Node == nil {
-		return controllers
+	// fork:begin node
+	if c.st.Node != nil {
+		return append(append([]string{}, controllers...), nodeControllers...)
 	}
-	return append(append([]string{}, controllers...), nodeControllers...)
+	// fork:end node
+	return controllers
 }
 
 func (c *Cluster) controllerManagerArgs() []string {

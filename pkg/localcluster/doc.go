@@ -21,7 +21,8 @@ limitations under the License.
 // It exists because fake clients and envtest-like setups without a controller
 // manager cannot show behaviour that needs real controllers, such as garbage
 // collection of objects whose owner was deleted, namespace deletion, or
-// service account tokens. There are no nodes: pods are never scheduled.
+// service account tokens. It runs no node, so pods are never scheduled,
+// unless Options.Node adds one.
 //
 // The binaries come from hack/build-tools.sh, which builds the versions pinned
 // in hack/tools/*/go.mod. A Cluster started by a test dies with the test

@@ -53,11 +53,23 @@ func writeServiceAccountKey(path string) error {
 type tokens struct {
 	Admin             string `json:"admin"`
 	ControllerManager string `json:"controllerManager"`
+	// fork:begin node
 	// Scheduler and Node (the kubelet's, system:node:127.0.0.1 in
 	// system:nodes, for the Node authorizer) are used only with
 	// Options.Node; tokens.json files written before they existed lack them.
 	Scheduler string `json:"scheduler,omitempty"`
 	Node      string `json:"node,omitempty"`
+	// fork:end node
+}
+
+// all are the tokens, each of which must be set.
+func (t *tokens) all() []*string {
+	return []*string{
+		&t.Admin, &t.ControllerManager,
+		// fork:begin node
+		&t.Scheduler, &t.Node,
+		// fork:end node
+	}
 }
 
 // loadOrCreateTokens keeps tokens across restarts on the same data for the
@@ -65,12 +77,18 @@ type tokens struct {
 // keep working.
 func loadOrCreateTokens(path string) (tokens, error) {
 	var t tokens
-	if err := readJSON(path, &t); err == nil && t.Admin != "" && t.ControllerManager != "" && t.Scheduler != "" && t.Node != "" {
-		return t, nil
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	err := readJSON(path, &t)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return t, err
 	}
-	for _, tok := range []*string{&t.Admin, &t.ControllerManager, &t.Scheduler, &t.Node} {
+	complete := err == nil
+	for _, tok := range t.all() {
+		complete = complete && *tok != ""
+	}
+	if complete {
+		return t, nil
+	}
+	for _, tok := range t.all() {
 		if *tok == "" {
 			*tok = randomToken()
 		}
@@ -81,11 +99,15 @@ func loadOrCreateTokens(path string) (tokens, error) {
 // tokenAuthFile is the CSV that kube-apiserver reads: token,user,uid,"groups".
 // Both users are in system:masters: this is a local, single-user cluster and
 // the controller manager must be able to act on every resource it collects.
-// The kubelet's user is what the Node authorizer expects of node 127.0.0.1.
+// The kubelet's user is what the Node authorizer expects of node 127.0.0.1. // fork:line node
 func (t tokens) tokenAuthFile() []byte {
-	return []byte(fmt.Sprintf("%s,admin,admin,\"system:masters\"\n%s,system:kube-controller-manager,kube-controller-manager,\"system:masters\"\n"+
-		"%s,system:kube-scheduler,kube-scheduler,\"system:masters\"\n%s,system:node:%s,kubelet,\"system:nodes\"\n",
-		t.Admin, t.ControllerManager, t.Scheduler, t.Node, nodeName))
+	file := fmt.Sprintf("%s,admin,admin,\"system:masters\"\n%s,system:kube-controller-manager,kube-controller-manager,\"system:masters\"\n",
+		t.Admin, t.ControllerManager)
+	// fork:begin node
+	file += fmt.Sprintf("%s,system:kube-scheduler,kube-scheduler,\"system:masters\"\n%s,system:node:%s,kubelet,\"system:nodes\"\n",
+		t.Scheduler, t.Node, nodeName)
+	// fork:end node
+	return []byte(file)
 }
 
 func randomToken() string {

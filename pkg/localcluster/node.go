@@ -115,18 +115,6 @@ type nodeState struct {
 	UnmountNetnsDir bool `json:"unmountNetnsDir,omitempty"`
 }
 
-// names are the processes this cluster runs, in start order.
-func (c *Cluster) names() []string {
-	if c.st.Node == nil {
-		return startOrder
-	}
-	return append(append([]string{}, startOrder...), nodeStartOrder...)
-}
-
-// Components names the processes this cluster runs (the keys Pids has
-// when everything runs).
-func (c *Cluster) Components() []string { return append([]string(nil), c.names()...) }
-
 // startNode prepares the host and starts the node's processes, then waits
 // until the node is Ready.
 func (c *Cluster) startNode(ctx context.Context) error {
@@ -217,7 +205,7 @@ func (c *Cluster) startForwarder(ctx context.Context) error {
 
 func (c *Cluster) startContainerd(ctx context.Context) error {
 	return c.launch(ctx, component{
-		name: Containerd, args: []string{"--config", c.nodePath("containerd", "config.toml")}, timeout: 60 * time.Second, netns: true,
+		name: Containerd, args: []string{"--config", c.nodePath("containerd", "config.toml")}, timeout: 60 * time.Second, ns: nodeNamespace{},
 		started: func(pid int) error { return joinCgroup("daemons", pid) },
 		check: func(ctx context.Context) error {
 			conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "unix", c.containerdSocket())
@@ -237,7 +225,7 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 		"--hostname-override=" + nodeName,
 	}
 	return c.launch(ctx, component{
-		name: Kubelet, args: args, timeout: 60 * time.Second, netns: true,
+		name: Kubelet, args: args, timeout: 60 * time.Second, ns: nodeNamespace{},
 		started: func(pid int) error { return joinCgroup("daemons", pid) },
 		check: func(ctx context.Context) error {
 			return nodeHealthz(ctx, fmt.Sprintf("127.0.0.1:%d", c.st.Node.KubeletHealthzPort))

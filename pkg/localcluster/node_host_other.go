@@ -29,6 +29,11 @@ import (
 // kubelet, containerd and runc need Linux cgroups and namespaces.
 var errNodeNeedsLinux = errors.New("localcluster: Options.Node needs Linux (cgroups, network namespaces, runc)")
 
+// nodeNamespace is the node's network namespace, which needs Linux.
+type nodeNamespace struct{}
+
+func (nodeNamespace) enter(func() error, bool) error { return errNodeNeedsLinux }
+
 func (n *nodeState) saveHost() error          { return errNodeNeedsLinux }
 func (n *nodeState) restoreHost(string) error { return nil }
 func createCgroup(string) error               { return errNodeNeedsLinux }

@@ -56,6 +56,17 @@ func inNodeNetns(f func() error) error {
 	return <-errc
 }
 
+// nodeNamespace starts processes (containerd, the kubelet) in the node's
+// network namespace.
+type nodeNamespace struct{}
+
+func (nodeNamespace) enter(start func() error, threadLocked bool) error {
+	if threadLocked {
+		return inNodeNetnsLocked(start)
+	}
+	return inNodeNetns(start)
+}
+
 // inNodeNetnsLocked is inNodeNetns on the calling goroutine's thread, which
 // is locked to it for good (the forker's).
 func inNodeNetnsLocked(f func() error) error {

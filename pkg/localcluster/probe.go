@@ -45,8 +45,8 @@ func get(ctx context.Context, url, token string) (string, error) {
 	return getWith(ctx, probeClient, url, token)
 }
 
-// getWith is get with another client: the kubelet's healthz is reached
-// from inside the node's network namespace.
+// getWith is get with another client.
+// The kubelet's healthz is reached from inside the node's network namespace. // fork:line node
 func getWith(ctx context.Context, client *http.Client, url, token string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

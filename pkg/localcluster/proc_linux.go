@@ -51,17 +51,17 @@ type forkReq struct {
 	done  chan error
 }
 
-// startCmd starts cmd; with netns, inside the node's network namespace: a
-// child is born in the namespace of the thread that forks it, so that
-// thread enters the namespace for the fork and leaves it again.
-func startCmd(cmd *exec.Cmd, detached, netns bool) error {
+// startCmd starts cmd; with a namespace, inside it: a child is born in
+// the namespace of the thread that forks it, so that thread enters the
+// namespace for the fork and leaves it again.
+func startCmd(cmd *exec.Cmd, detached bool, ns namespace) error {
 	start := cmd.Start
-	if netns {
-		start = func() error { return inNodeNetnsLocked(cmd.Start) }
+	if ns != nil {
+		start = func() error { return ns.enter(cmd.Start, true) }
 	}
 	if detached {
-		if netns {
-			return inNodeNetns(cmd.Start)
+		if ns != nil {
+			return ns.enter(cmd.Start, false)
 		}
 		return cmd.Start()
 	}

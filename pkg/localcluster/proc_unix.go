@@ -19,6 +19,7 @@ limitations under the License.
 package localcluster
 
 import (
+	"errors"
 	"os/exec"
 	"syscall"
 )
@@ -29,9 +30,9 @@ func sysProcAttr(detached bool) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setsid: detached}
 }
 
-func startCmd(cmd *exec.Cmd, _, netns bool) error {
-	if netns {
-		return errNodeNeedsLinux
+func startCmd(cmd *exec.Cmd, _ bool, ns namespace) error {
+	if ns != nil {
+		return errors.New("localcluster: starting a process in a network namespace needs Linux")
 	}
 	return cmd.Start()
 }

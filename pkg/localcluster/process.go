@@ -47,6 +47,14 @@ type process struct {
 	waitErr error         // cmd.Wait's result, valid after done is closed
 }
 
+// namespace is a network namespace other than the host's that a process
+// can be born in (the node's: node_netns.go). nil is the host's.
+type namespace interface {
+	// enter runs start on a thread inside the namespace; threadLocked says
+	// the calling goroutine holds its thread for good (the forker's).
+	enter(start func() error, threadLocked bool) error
+}
+
 // startProcess starts bin with args. Output is appended to logPath (kept
 // across restarts, so a fault test can see both runs) and, unless detached,
 // also copied to extra.
@@ -54,8 +62,8 @@ type process struct {
 // A detached process gets its own session and no parent-death signal, so it
 // survives this Go process; otherwise it is killed when this process dies,
 // which keeps a crashed or interrupted test from leaking a control plane.
-// With netns it is born in the node's network namespace.
-func startProcess(name, bin string, args []string, logPath string, detached, netns bool, extra io.Writer) (*process, error) {
+// With a namespace it is born in that network namespace.
+func startProcess(name, bin string, args []string, logPath string, detached bool, ns namespace, extra io.Writer) (*process, error) {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return nil, err
 	}
@@ -79,7 +87,7 @@ func startProcess(name, bin string, args []string, logPath string, detached, net
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 	}
 	cmd.SysProcAttr = sysProcAttr(detached)
-	err = startCmd(cmd, detached, netns)
+	err = startCmd(cmd, detached, ns)
 	if err != nil || !piped {
 		logFile.Close()
 	}

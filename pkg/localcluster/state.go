@@ -25,18 +25,20 @@ import (
 // state is what a detached cluster leaves in <Dir>/cluster.json so that a
 // later process (hack/local-up.sh down or status) can find and stop it.
 type state struct {
-	BinDir                string            `json:"binDir"`
-	Detached              bool              `json:"detached"`
-	EtcdClientPort        int               `json:"etcdClientPort"`
-	EtcdPeerPort          int               `json:"etcdPeerPort"`
-	APIServerPort         int               `json:"apiServerPort"`
-	ControllerManagerPort int               `json:"controllerManagerPort"`
-	AuditLog              bool              `json:"auditLog,omitempty"`
-	ShardedListAndWatch   bool              `json:"shardedListAndWatch,omitempty"`
-	APIServerArgs         []string          `json:"apiServerArgs,omitempty"`
-	EtcdArgs              []string          `json:"etcdArgs,omitempty"`
-	Node                  *nodeState        `json:"node,omitempty"`
-	Processes             map[string]procID `json:"processes"`
+	BinDir                string   `json:"binDir"`
+	Detached              bool     `json:"detached"`
+	EtcdClientPort        int      `json:"etcdClientPort"`
+	EtcdPeerPort          int      `json:"etcdPeerPort"`
+	APIServerPort         int      `json:"apiServerPort"`
+	ControllerManagerPort int      `json:"controllerManagerPort"`
+	AuditLog              bool     `json:"auditLog,omitempty"`
+	ShardedListAndWatch   bool     `json:"shardedListAndWatch,omitempty"`
+	APIServerArgs         []string `json:"apiServerArgs,omitempty"`
+	EtcdArgs              []string `json:"etcdArgs,omitempty"`
+	// fork:begin node
+	Node *nodeState `json:"node,omitempty"`
+	// fork:end node
+	Processes map[string]procID `json:"processes"`
 }
 
 func readJSON(path string, v any) error {

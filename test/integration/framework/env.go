@@ -99,10 +99,12 @@ type SetupOptions struct {
 	// (localcluster.Options.APIServerArgs, EtcdArgs), for a test that needs a
 	// control plane of its own: a small etcd quota, no watch cache.
 	APIServerArgs, EtcdArgs []string
+	// fork:begin node
 	// Node adds a node that runs pods, with a registry on
 	// localcluster.RegistryAddr (localcluster.Options.Node): for the e2e
 	// tests. It needs root and runc, and only one runs per machine.
 	Node bool
+	// fork:end node
 	// Kubernetes runs the control plane of another supported minor
 	// version, e.g. "1.36" (localcluster.EnsureBinariesOf), built by
 	// hack/build-tools.sh --k8s; BOOK_TOOLS_BIN, which names the default
@@ -121,9 +123,11 @@ func SetupWith(o SetupOptions) (*Env, error) {
 	}
 	if binDir == "" {
 		names := []string{localcluster.Etcd, localcluster.KubeAPIServer, localcluster.KubeControllerManager}
+		// fork:begin node
 		if o.Node {
 			names = append(names, localcluster.NodeBinaries)
 		}
+		// fork:end node
 		var err error
 		if binDir, err = localcluster.EnsureBinariesOf(ctx, RepoRoot(), o.Kubernetes, names...); err != nil {
 			return nil, err
@@ -136,7 +140,10 @@ func SetupWith(o SetupOptions) (*Env, error) {
 	// The audit log is how tests prove who wrote what, and when; sharded
 	// lists and watches are what --shards needs.
 	opts := localcluster.Options{BinDir: binDir, AuditLog: true, ShardedListAndWatch: true,
-		APIServerArgs: o.APIServerArgs, EtcdArgs: o.EtcdArgs, Node: o.Node}
+		APIServerArgs: o.APIServerArgs, EtcdArgs: o.EtcdArgs}
+	// fork:begin node
+	opts.Node = o.Node
+	// fork:end node
 	if log != nil {
 		opts.Log = log
 	}
