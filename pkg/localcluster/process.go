@@ -48,7 +48,8 @@ type process struct {
 }
 
 // namespace is a network namespace other than the host's that a process
-// can be born in (the node's: node_netns.go). nil is the host's.
+// can be born in; nil is the host's.
+// The node's is one (node_netns.go). // fork:line node
 type namespace interface {
 	// enter runs start on a thread inside the namespace; threadLocked says
 	// the calling goroutine holds its thread for good (the forker's).

@@ -84,8 +84,9 @@ func HTTPSGet(addr, path, token string, roots *x509.CertPool) (int, string, erro
 }
 
 // HTTPSGetVia is HTTPSGet with the connection made by dial (nil: the
-// ordinary dialer): the e2e tests reach a pod from inside the node's
-// network namespace with localcluster.DialNode.
+// ordinary dialer).
+// The e2e tests reach a pod from inside the node's network namespace // fork:line node
+// with localcluster.DialNode. // fork:line node
 func HTTPSGetVia(dial func(ctx context.Context, network, addr string) (net.Conn, error), addr, path, token string, roots *x509.CertPool) (int, string, error) {
 	tlsConfig := &tls.Config{RootCAs: roots, InsecureSkipVerify: roots == nil}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, DialContext: dial}}
