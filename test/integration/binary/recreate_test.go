@@ -83,6 +83,16 @@ const recreateBound = 2 * time.Second
 // held ConfigMap is a condition with a recheck, never an error that
 // backs off.
 //
+// Nor does `make demo` first explain it (12 runs, b8d669c and 62bc06e).
+// The demo's controller (--ui-bind-address only) holds :8081, so a second
+// one at default flags exits at once: "--health-probe-bind-address
+// \":8081\": ... address already in use"; the demo's alone then made the
+// ConfigMap in 0.2–0.3 s. Let in with
+// --health-probe-bind-address=0, the two run unelected side by side; one
+// creates the ConfigMap 0.2–0.7 s after the removal, and the other's status
+// write meets a conflict and requeues. No AlreadyExists, no backoff. The
+// demo's controller stopped before the -v=4 one starts: 0.3–0.6 s.
+//
 // Not parallel: it restarts kube-controller-manager, and its controller
 // watches every namespace. Go runs a package's parallel tests only after
 // every sequential one has returned, so no other test's controller writes
