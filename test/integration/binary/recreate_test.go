@@ -64,6 +64,35 @@ const recreateBound = 2 * time.Second
 // ConfigMap's delete event can bring that about so soon: the controller's
 // own recheck of such a Book comes after 30 s.
 //
+// The issue's 8.6–10.2 s did not reproduce on 2026-12-05 (21 runs). Each
+// run used a fresh hack/local-up.sh cluster, manifests/crd.yaml, the
+// commit's binary at its default flags with -v=4, and kubectl for the
+// steps. The controller logged "Created ConfigMap" 0.15–0.75 s after the
+// removal's kubectl began, before that kubectl returned. The exception
+// came 1.3 s after it began, 0.3 s after it returned, while a build
+// loaded the machine. That held with the garbage
+// collector at 37–41 s, at a person's pace (30–32 s), with the live view
+// on and in a new namespace. Commits tried: 1dcd55e, b8d669c (main when
+// the issue was filed), aa2e527, 3ee0d3e, 2fa8652, ffc7f34, 72c8016,
+// 8ebe5c1, 0fb8228, e274f19 and 9eaf272. Only 2965dfd, the commit before
+// 9eaf272, stalls. Its handler dropped the delete event of a ConfigMap
+// that another UID owned, and the hold reported ConfigMapConflict, not
+// the issue's reason. The ConfigMap came with the 30 s recheck, 26.5 s
+// after the removal. The rate-limiter guess has no code path: since
+// 9eaf272 the owner is judged before the deletion, so an earlier Book's
+// held ConfigMap is a condition with a recheck, never an error that
+// backs off.
+//
+// Nor does `make demo` first explain it (12 runs, b8d669c and 62bc06e).
+// The demo's controller (--ui-bind-address only) holds :8081, so a second
+// one at default flags exits at once: "--health-probe-bind-address
+// \":8081\": ... address already in use"; the demo's alone then made the
+// ConfigMap in 0.2–0.3 s. Let in with
+// --health-probe-bind-address=0, the two run unelected side by side; one
+// creates the ConfigMap 0.2–0.7 s after the removal, and the other's status
+// write meets a conflict and requeues. No AlreadyExists, no backoff. The
+// demo's controller stopped before the -v=4 one starts: 0.3–0.6 s.
+//
 // Not parallel: it restarts kube-controller-manager, and its controller
 // watches every namespace. Go runs a package's parallel tests only after
 // every sequential one has returned, so no other test's controller writes
