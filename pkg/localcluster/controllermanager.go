@@ -37,7 +37,17 @@ import (
 //     RBAC tests can bind them;
 //   - resourcequota: computes each ResourceQuota's usage, without which
 //     the quota admission plugin refuses every create the quota covers
-//     ("status unknown for quota") and a full quota cannot be shown.
+//     ("status unknown for quota") and a full quota cannot be shown;
+//   - storage-version-migrator-controller: runs the
+//     storagemigration.k8s.io StorageVersionMigrations that book-controller's
+//     --storage-migration creates (pkg/migration). It is in the controller
+//     manager's default set, which --controllers here replaces. In 1.37 it
+//     is GA (gate StorageVersionMigrator on, storagemigration.k8s.io/v1
+//     served by default); it refuses to start without the garbage
+//     collector, whose resource monitors (GraphBuilder.GetMonitor) are the
+//     cache of objects it rewrites, and it also sets the CRD's
+//     StorageMigrating condition and, on success, its storedVersions. In
+//     1.36 its gate is off by default and it does not start.
 var controllers = []string{
 	"garbage-collector-controller",
 	"namespace-controller",
@@ -46,6 +56,7 @@ var controllers = []string{
 	"root-ca-certificate-publisher-controller",
 	"clusterrole-aggregation-controller",
 	"resourcequota-controller",
+	"storage-version-migrator-controller",
 }
 
 // nodeControllers are what a Deployment needs once there is a node: the
