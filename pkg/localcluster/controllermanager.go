@@ -40,13 +40,14 @@ import (
 //     ("status unknown for quota") and a full quota cannot be shown;
 //   - storage-version-migrator-controller: runs the
 //     storagemigration.k8s.io StorageVersionMigrations that book-controller's
-//     --storage-migration creates (pkg/migration). It is in the controller
+//     --storage-migration creates. It is in the controller
 //     manager's default set, which --controllers here replaces. In 1.37 it
 //     is GA (gate StorageVersionMigrator on, storagemigration.k8s.io/v1
 //     served by default); it refuses to start without the garbage
 //     collector, whose resource monitors (GraphBuilder.GetMonitor) are the
-//     cache of objects it rewrites, and it also sets the CRD's
-//     StorageMigrating condition and, on success, its storedVersions. In
+//     cache of objects it rewrites. It also sets the CRD's
+//     StorageMigrating condition and, when a migration ends (failed too,
+//     in 1.37.2), its storedVersions to the storage version alone. In
 //     1.36 its gate is off by default and it does not start.
 var controllers = []string{
 	"garbage-collector-controller",
