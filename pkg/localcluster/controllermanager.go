@@ -37,7 +37,9 @@ import (
 //     RBAC tests can bind them;
 //   - resourcequota: computes each ResourceQuota's usage, without which
 //     the quota admission plugin refuses every create the quota covers
-//     ("status unknown for quota") and a full quota cannot be shown;
+//     ("status unknown for quota") and a full quota cannot be shown.
+//
+// fork:begin v2
 //   - storage-version-migrator-controller: runs the
 //     storagemigration.k8s.io StorageVersionMigrations that book-controller's
 //     --storage-migration creates. It is in the controller
@@ -49,6 +51,8 @@ import (
 //     StorageMigrating condition and, when a migration ends (failed too,
 //     in 1.37.2), its storedVersions to the storage version alone. In
 //     1.36 its gate is off by default and it does not start.
+//
+// fork:end v2
 var controllers = []string{
 	"garbage-collector-controller",
 	"namespace-controller",
@@ -57,7 +61,7 @@ var controllers = []string{
 	"root-ca-certificate-publisher-controller",
 	"clusterrole-aggregation-controller",
 	"resourcequota-controller",
-	"storage-version-migrator-controller",
+	"storage-version-migrator-controller", // fork:line v2
 }
 
 // nodeControllers are what a Deployment needs once there is a node: the

@@ -57,8 +57,10 @@ const (
 	metricsAuthRole     = "book-controller-metrics-auth"
 	metricsReaderRole   = "book-controller-metrics-reader"
 	metricsServiceName  = "book-controller-metrics"
+	// fork:begin v2
 	// storageMigrationRole is --storage-migration's (pkg/migration).
-	storageMigrationRole = "book-controller-storage-migration" // fork:line v2
+	storageMigrationRole = "book-controller-storage-migration"
+	// fork:end v2
 	// metricsPort serves /metrics: HTTPS with --metrics-secure in manifests/,
 	// plain HTTP in the namespaced overlay.
 	metricsPort = 8443
