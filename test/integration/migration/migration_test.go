@@ -41,6 +41,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"ydzs.io/book-controller/internal/poll"
+	"ydzs.io/book-controller/pkg/manager"
 	"ydzs.io/book-controller/pkg/migration"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -440,6 +441,66 @@ func freeze(t *testing.T, ns string) {
 		obj.SetAnnotations(map[string]string{"probe": time.Now().String()})
 		if _, err := res.Update(ctx, obj, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "frozen widgets") {
 			return fmt.Errorf("update: %v", err)
+		}
+		return nil
+	})
+}
+
+// TestControllerMigratesTheBookCRD runs the controller as its
+// ServiceAccount (the roles of manifests/, storage_migration_role.yaml
+// included), with leader election and --storage-migration, after the Book
+// CRD went from manifests/crd.yaml (v1 stored) to crd-v2.yaml (v2 stored):
+// with no Books to convert, the conversion webhook is not needed, and the
+// controller must have storedVersions set to [v2], as Events on the CRD and
+// its metrics say.
+func TestControllerMigratesTheBookCRD(t *testing.T) {
+	ctx := t.Context()
+	v1, err := framework.LoadCRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	installCRD(t, v1)
+	v2, err := framework.LoadCRDFile(framework.CRDV2File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := env.Extensions.ApiextensionsV1().CustomResourceDefinitions()
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd, err := crds.Get(ctx, v1.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		crd.Spec = v2.Spec
+		_, err = crds.Update(ctx, crd, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStored(t, v1.Name, []string{"v1", "v2"}, framework.Timeout)
+
+	metrics := framework.FreeAddr(t)
+	env.StartController(t, framework.ControllerOptions{StorageMigration: true, MetricsAddr: metrics,
+		LeaderElection: manager.LeaderElection{Enabled: true, Namespace: "book-controller-system", ID: "book-controller"}})
+	waitStored(t, v1.Name, []string{"v2"}, migrationTimeout)
+	framework.Eventually(t, "the Events on "+v1.Name, func(ctx context.Context) error {
+		got, err := crdEvents(ctx, v1.Name)
+		if err == nil && (len(got[migration.EventMigrationStarted]) == 0 || len(got[migration.EventMigrationSucceeded]) == 0) {
+			err = fmt.Errorf("events %v", got)
+		}
+		return err
+	})
+	framework.Eventually(t, "the migration metrics", func(context.Context) error {
+		code, body, err := framework.HTTPGet(metrics, "/metrics")
+		if err != nil || code != 200 {
+			return fmt.Errorf("GET /metrics: %d %v", code, err)
+		}
+		for _, want := range []string{`book_controller_storage_migrations_total{result="started"} 1`,
+			`book_controller_storage_migrations_total{result="succeeded"} 1`, "book_controller_crd_stored_versions 1",
+			"book_controller_storage_migration_running 0"} {
+			if !strings.Contains(body, want) {
+				return fmt.Errorf("no %q in /metrics", want)
+			}
 		}
 		return nil
 	})
