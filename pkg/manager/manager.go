@@ -143,15 +143,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("manager: %w", err)
 	}
 	// fork:end shards
-	// fork:begin v2
-	// fork:begin shards
-	if m.sharded() && m.cfg.StorageMigration {
-		// Each shard's stack runs in its own slot; the migrator is the
-		// process's, and needs a leader of the whole.
-		klog.FromContext(ctx).Info("Storage migration does not run with --shards; storedVersions is left to kube-controller-manager")
-	}
-	// fork:end shards
-	// fork:end v2
 	type step struct {
 		name string
 		run  func(context.Context) error

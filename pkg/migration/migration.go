@@ -40,6 +40,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
+	apiextensionsv1informers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,6 +48,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
+	svmv1informers "k8s.io/client-go/informers/storagemigration/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -172,35 +174,11 @@ func (m *Migrator) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("crd", m.cfg.CRDName)
 	ctx = klog.NewContext(ctx, logger)
 	kick := make(chan struct{}, 1)
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke(kick) },
-		UpdateFunc: func(any, any) { poke(kick) },
-		DeleteFunc: func(any) { poke(kick) },
-	}
-	crdFactory := apiextensionsinformers.NewSharedInformerFactoryWithOptions(m.cfg.Extensions, 0,
-		apiextensionsinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", m.cfg.CRDName).String()
-		}))
-	svmFactory := kubeinformers.NewSharedInformerFactoryWithOptions(m.cfg.Kube, 0,
-		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = labels.Set{ManagedByLabel: m.cfg.ManagedBy}.String()
-		}))
-	crds := crdFactory.Apiextensions().V1().CustomResourceDefinitions()
-	svms := svmFactory.Storagemigration().V1().StorageVersionMigrations()
-	if _, err := crds.Informer().AddEventHandler(handler); err != nil {
+	crds, svms, stop, err := m.watch(ctx, kick)
+	if err != nil {
 		return err
 	}
-	if _, err := svms.Informer().AddEventHandler(handler); err != nil {
-		return err
-	}
-	informerCtx, stop := context.WithCancel(ctx)
-	defer func() {
-		stop()
-		crdFactory.Shutdown()
-		svmFactory.Shutdown()
-	}()
-	crdFactory.Start(informerCtx.Done())
-	svmFactory.Start(informerCtx.Done())
+	defer stop()
 	if !cache.WaitForCacheSync(ctx.Done(), crds.Informer().HasSynced, svms.Informer().HasSynced) {
 		return nil
 	}
@@ -216,24 +194,73 @@ func (m *Migrator) Run(ctx context.Context) error {
 		case err == nil:
 			errDelay = 0
 		}
-		var timer clock.Timer
-		var fired <-chan time.Time
-		if wait > 0 {
-			timer = m.cfg.Clock.NewTimer(wait)
-			fired = timer.C()
-		}
-		select {
-		case <-ctx.Done():
-		case <-kick:
-		case <-fired:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		if ctx.Err() != nil {
+		if !m.await(ctx, kick, wait) {
 			return nil
 		}
 	}
+}
+
+// await waits for a kick, or wait if not 0; false when ctx ended.
+func (m *Migrator) await(ctx context.Context, kick <-chan struct{}, wait time.Duration) bool {
+	var fired <-chan time.Time
+	if wait > 0 {
+		timer := m.cfg.Clock.NewTimer(wait)
+		defer timer.Stop()
+		fired = timer.C()
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-kick:
+	case <-fired:
+	}
+	return ctx.Err() == nil
+}
+
+// watch starts the informers of the CRD (by name) and of our migrations (by
+// label), which kick on every change; stop stops them and waits.
+func (m *Migrator) watch(ctx context.Context, kick chan struct{}) (crds apiextensionsv1informers.CustomResourceDefinitionInformer,
+	svms svmv1informers.StorageVersionMigrationInformer, stop func(), err error) {
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke(kick) },
+		UpdateFunc: func(any, any) { poke(kick) },
+		DeleteFunc: func(any) { poke(kick) },
+	}
+	crdFactory := apiextensionsinformers.NewSharedInformerFactoryWithOptions(m.cfg.Extensions, 0,
+		apiextensionsinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", m.cfg.CRDName).String()
+		}))
+	svmFactory := kubeinformers.NewSharedInformerFactoryWithOptions(m.cfg.Kube, 0,
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = labels.Set{ManagedByLabel: m.cfg.ManagedBy}.String()
+		}))
+	crds = crdFactory.Apiextensions().V1().CustomResourceDefinitions()
+	svms = svmFactory.Storagemigration().V1().StorageVersionMigrations()
+	if _, err := crds.Informer().AddEventHandler(handler); err != nil {
+		return nil, nil, nil, err
+	}
+	if _, err := svms.Informer().AddEventHandler(handler); err != nil {
+		return nil, nil, nil, err
+	}
+	informerCtx, cancel := context.WithCancel(ctx)
+	crdFactory.Start(informerCtx.Done())
+	svmFactory.Start(informerCtx.Done())
+	return crds, svms, func() {
+		cancel()
+		crdFactory.Shutdown()
+		svmFactory.Shutdown()
+	}, nil
+}
+
+// ours is the migration name made for crd, or nil: none, or another
+// CRD's of the same name (deleted and created again since).
+func ours(crd *apiextensionsv1.CustomResourceDefinition, name string,
+	getSVM func(string) (*svmv1.StorageVersionMigration, error)) (*svmv1.StorageVersionMigration, error) {
+	svm, err := getSVM(name)
+	if apierrors.IsNotFound(err) || (err == nil && svm.Annotations[CRDUIDAnnotation] != string(crd.UID)) {
+		return nil, nil
+	}
+	return svm, err
 }
 
 func poke(c chan struct{}) {
@@ -247,7 +274,6 @@ func poke(c chan struct{}) {
 // wait at most before the next (0: until something changes).
 func (m *Migrator) sync(ctx context.Context, getCRD func(string) (*apiextensionsv1.CustomResourceDefinition, error),
 	getSVM func(string) (*svmv1.StorageVersionMigration, error)) (time.Duration, error) {
-	logger := klog.FromContext(ctx)
 	crd, err := getCRD(m.cfg.CRDName)
 	if apierrors.IsNotFound(err) {
 		m.cfg.Metrics.observe(0, false)
@@ -259,12 +285,9 @@ func (m *Migrator) sync(ctx context.Context, getCRD func(string) (*apiextensions
 	storage := StorageVersion(crd)
 	stored := crd.Status.StoredVersions
 	name := Name(crd.Name, storage, crd.Generation)
-	svm, err := getSVM(name)
-	if err != nil && !apierrors.IsNotFound(err) {
+	svm, err := ours(crd, name, getSVM)
+	if err != nil {
 		return 0, err
-	}
-	if err != nil || svm.Annotations[CRDUIDAnnotation] != string(crd.UID) {
-		svm = nil
 	}
 	done := storage != "" && slices.Equal(stored, []string{storage})
 	// Observed when the sync has done its writes: a test waits for it.
@@ -284,20 +307,18 @@ func (m *Migrator) sync(ctx context.Context, getCRD func(string) (*apiextensions
 	if storage == "" {
 		return 0, fmt.Errorf("CRD %s has no storage version", crd.Name)
 	}
-	if svm == nil {
-		return 0, m.start(ctx, crd, name)
-	}
 	switch {
+	case svm == nil:
+		return 0, m.start(ctx, crd, name)
 	case succeeded(svm):
 		if !m.reported[svm.UID] {
 			m.report(ctx, crd, svm, nil)
 		}
 		m.failures, m.failuresName = 0, ""
 		return 0, m.setStoredVersions(ctx, crd.UID, name)
-	default:
-		logger.V(2).Info("Storage migration running", "migration", name, "storedVersions", stored, "storageVersion", storage)
-		return 0, nil
 	}
+	klog.FromContext(ctx).V(2).Info("Storage migration running", "migration", name, "storedVersions", stored, "storageVersion", storage)
+	return 0, nil
 }
 
 // start creates the migration name for crd, unless another migration of the
