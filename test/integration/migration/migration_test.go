@@ -480,9 +480,11 @@ func TestControllerMigratesTheBookCRD(t *testing.T) {
 	waitStored(t, v1.Name, []string{"v1", "v2"}, framework.Timeout)
 
 	metrics := framework.FreeAddr(t)
+	start := time.Now()
 	env.StartController(t, framework.ControllerOptions{StorageMigration: true, MetricsAddr: metrics,
 		LeaderElection: manager.LeaderElection{Enabled: true, Namespace: "book-controller-system", ID: "book-controller"}})
 	waitStored(t, v1.Name, []string{"v2"}, migrationTimeout)
+	t.Logf("the controller had storedVersions [v2] %v after it started", time.Since(start).Round(time.Millisecond))
 	framework.Eventually(t, "the Events on "+v1.Name, func(ctx context.Context) error {
 		got, err := crdEvents(ctx, v1.Name)
 		if err == nil && (len(got[migration.EventMigrationStarted]) == 0 || len(got[migration.EventMigrationSucceeded]) == 0) {
