@@ -116,7 +116,7 @@ type Migrator struct {
 	cfg Config
 	gr  metav1.GroupResource
 	// reported holds the migrations whose outcome was already logged,
-	// counted and sent as an Event (by name and UID), so that each is
+	// counted and sent as an Event (by UID), so that each is
 	// reported once per process.
 	reported map[types.UID]bool
 	// failures counts the failed attempts in a row for the current
