@@ -173,6 +173,12 @@ func StorageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
 func (m *Migrator) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("crd", m.cfg.CRDName)
 	ctx = klog.NewContext(ctx, logger)
+	// Kubernetes before 1.37 does not serve the v1 API by default (nor run
+	// its migrator): say so once rather than fail a watch forever.
+	if _, err := m.cfg.Kube.Discovery().ServerResourcesForGroupVersion(svmv1.SchemeGroupVersion.String()); apierrors.IsNotFound(err) {
+		logger.Info("Storage migration off: the API server does not serve " + svmv1.SchemeGroupVersion.String())
+		return nil
+	}
 	kick := make(chan struct{}, 1)
 	crds, svms, stop, err := m.watch(ctx, kick)
 	if err != nil {
