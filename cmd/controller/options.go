@@ -104,6 +104,10 @@ func (o *options) flagSet() *pflag.FlagSet {
 		"Events per second sent to the API server; Events over the rate are dropped (they are best effort). 0: no limit.")
 	fs.IntVar(&o.mgr.EventBurst, "event-burst", o.mgr.EventBurst,
 		"Events that may be sent in a burst above --event-qps.")
+	// fork:begin v2
+	fs.BoolVar(&o.mgr.StorageMigration, "storage-migration", o.mgr.StorageMigration,
+		"While leading, keep the Book CRD's status.storedVersions down to its storage version: create a StorageVersionMigration when it lists another version, and once that has succeeded, drop the other versions (docs/api-versions.md). Needs kube-controller-manager's storage-version-migrator-controller. Not with --shards.")
+	// fork:end v2
 
 	goFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(goFlags)

@@ -46,6 +46,8 @@ var parts = map[string]part{
 			"pkg/generated/listers/webapp/v2", "pkg/generated/applyconfiguration/webapp/v2",
 			"manifests/crd-v2.yaml", "manifests/examples/v2", "manifests/versions_test.go",
 			"test/integration/versions", "hack/crdgen", "docs/api-versions.md",
+			"pkg/migration", "pkg/manager/migration.go", "test/integration/migration",
+			"manifests/rbac/storage_migration_role.yaml",
 		}},
 	"fork": {always: true, why: "this command, its test and its page",
 		paths: []string{"hack/fork", "hack/test-fork.sh", "docs/fork.md", ".ci"}},

@@ -38,6 +38,21 @@ import (
 //   - resourcequota: computes each ResourceQuota's usage, without which
 //     the quota admission plugin refuses every create the quota covers
 //     ("status unknown for quota") and a full quota cannot be shown.
+//
+// fork:begin v2
+//   - storage-version-migrator-controller: runs the
+//     storagemigration.k8s.io StorageVersionMigrations that book-controller's
+//     --storage-migration creates. It is in the controller
+//     manager's default set, which --controllers here replaces. In 1.37 it
+//     is GA (gate StorageVersionMigrator on, storagemigration.k8s.io/v1
+//     served by default); it refuses to start without the garbage
+//     collector, whose resource monitors (GraphBuilder.GetMonitor) are the
+//     cache of objects it rewrites. It also sets the CRD's
+//     StorageMigrating condition and, when a migration ends (failed too,
+//     in 1.37.2), its storedVersions to the storage version alone. In
+//     1.36 its gate is off by default and it does not start.
+//
+// fork:end v2
 var controllers = []string{
 	"garbage-collector-controller",
 	"namespace-controller",
@@ -46,6 +61,7 @@ var controllers = []string{
 	"root-ca-certificate-publisher-controller",
 	"clusterrole-aggregation-controller",
 	"resourcequota-controller",
+	"storage-version-migrator-controller", // fork:line v2
 }
 
 // fork:begin node

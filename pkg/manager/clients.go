@@ -94,6 +94,9 @@ func newClients(cfg *rest.Config, ua string, off controller.Layers) (*clients, e
 type writers struct {
 	kube  kubernetes.Interface
 	books versioned.Interface
+	// config is the configuration they are built from, for other writing
+	// clients on the same connections, behind the same fence.
+	config *rest.Config
 	// conns dials their connections: a fence closes them all on a loss,
 	// and their owner when it stops.
 	conns *connrotation.Dialer
@@ -109,6 +112,7 @@ func newWriters(base *rest.Config, fence *leader.Fence) (*writers, error) {
 	if fence != nil {
 		writing = fence.Wrap(writing, w.conns)
 	}
+	w.config = writing
 	var err error
 	if w.kube, err = kubernetes.NewForConfig(coreTypesConfig(writing)); err != nil {
 		return nil, fmt.Errorf("creating Kubernetes client: %w", err)

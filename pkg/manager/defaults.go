@@ -116,6 +116,9 @@ func Defaults() Config {
 		UIAddr:      disabledAddr, // fork:line ui
 		EventQPS:    defaultEventQPS,
 		EventBurst:  defaultEventBurst,
+		// fork:begin v2
+		StorageMigration: true,
+		// fork:end v2
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1" // fork:line v2
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -58,6 +59,12 @@ func newEventRecorder(ctx context.Context, kubeClient kubernetes.Interface, limi
 	if err := webappv1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("building event scheme: %w", err)
 	}
+	// fork:begin v2
+	// The storage migration's Events are about the Book CRD.
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building event scheme: %w", err)
+	}
+	// fork:end v2
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kubeClient.EventsV1()})
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		return nil, fmt.Errorf("starting event broadcaster: %w", err)

@@ -35,6 +35,7 @@ import (
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/leader"
 	"ydzs.io/book-controller/pkg/metrics"
+	"ydzs.io/book-controller/pkg/migration" // fork:line v2
 	"ydzs.io/book-controller/pkg/preflight"
 	"ydzs.io/book-controller/pkg/shard" // fork:line shards
 	"ydzs.io/book-controller/pkg/ui"    // fork:line ui
@@ -91,6 +92,12 @@ type Config struct {
 	// means no limit.
 	EventQPS   float32
 	EventBurst int
+	// fork:begin v2
+	// StorageMigration, while this process leads, keeps the Book CRD's
+	// status.storedVersions down to its storage version, by
+	// StorageVersionMigrations (pkg/migration). Not with Shards.
+	StorageMigration bool
+	// fork:end v2
 }
 
 // ErrLeaderElectionLost is wrapped by Run's error when this process stopped
@@ -199,6 +206,10 @@ type manager struct {
 	// election).
 	stack   *stack
 	elector *leader.Elector
+	// fork:begin v2
+	// migrator runs beside the stack with --storage-migration; else nil.
+	migrator *migration.Migrator
+	// fork:end v2
 	// fork:begin shards
 	// With shards: their buckets, and a slot per shard, each with an
 	// elector, a fence and (while it holds its Lease) a stack of its own.
@@ -304,6 +315,11 @@ func (m *manager) buildController(ctx context.Context) error {
 		return err
 	}
 	m.onStop(m.stack.Stop)
+	// fork:begin v2
+	if m.migrator, err = m.buildMigrator(ctx, w); err != nil {
+		return err
+	}
+	// fork:end v2
 	return nil
 }
 
@@ -376,10 +392,16 @@ func (m *manager) work(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Starting Book controller", "namespace", namespaceOrAll(m.cfg.Namespace),
 		"workers", m.cfg.Workers, "leaderElection", le.Enabled, "identity", le.Identity,
 		"layersOff", m.cfg.Controller.Off.Names())
-	if m.elector == nil {
-		return m.stack.Run(ctx)
+	var work leader.Work = m.stack
+	// fork:begin v2
+	if m.migrator != nil {
+		work = &migrating{Work: m.stack, migrator: m.migrator}
 	}
-	return m.elector.Run(ctx, m.stack)
+	// fork:end v2
+	if m.elector == nil {
+		return work.Run(ctx)
+	}
+	return m.elector.Run(ctx, work)
 }
 
 func namespaceOrAll(ns string) string {

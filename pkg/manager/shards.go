@@ -67,6 +67,13 @@ func (m *manager) workShards(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Starting Book controller", "namespace", namespaceOrAll(m.cfg.Namespace),
 		"workers", m.cfg.Workers, "shards", m.cfg.Shards, "leaderElection", le.Enabled, "identity", le.Identity,
 		"leases", le.Namespace+"/"+shard.LeaseName(le.ID, 0)+"..", "layersOff", m.cfg.Controller.Off.Names())
+	// fork:begin v2
+	if m.cfg.StorageMigration {
+		// Each shard's stack runs in its own slot; the migrator is the
+		// process's, and would need a leader of the whole.
+		klog.FromContext(ctx).Info("Storage migration does not run with --shards; storedVersions is left to kube-controller-manager")
+	}
+	// fork:end v2
 	return m.replica.Run(ctx)
 }
 

@@ -57,6 +57,10 @@ const (
 	metricsAuthRole     = "book-controller-metrics-auth"
 	metricsReaderRole   = "book-controller-metrics-reader"
 	metricsServiceName  = "book-controller-metrics"
+	// fork:begin v2
+	// storageMigrationRole is --storage-migration's (pkg/migration).
+	storageMigrationRole = "book-controller-storage-migration"
+	// fork:end v2
 	// metricsPort serves /metrics: HTTPS with --metrics-secure in manifests/,
 	// plain HTTP in the namespaced overlay.
 	metricsPort = 8443
@@ -115,6 +119,8 @@ func TestBaseInventory(t *testing.T) {
 		"ClusterRoleBinding " + metricsAuthRole,
 		"ClusterRole " + metricsReaderRole,
 		"NetworkPolicy book-controller-system/book-controller-metrics",
+		"ClusterRole " + storageMigrationRole,        // fork:line v2
+		"ClusterRoleBinding " + storageMigrationRole, // fork:line v2
 	}
 	assertInventory(t, objs, want)
 
@@ -457,6 +463,26 @@ func TestClusterRoleRules(t *testing.T) {
 	var authBinding rbacv1.ClusterRoleBinding
 	toTyped(t, find(t, objs, "ClusterRoleBinding", "", metricsAuthRole), &authBinding)
 	checkBinding(t, authBinding.RoleRef, authBinding.Subjects, "ClusterRole", metricsAuthRole)
+
+	// fork:begin v2
+	// The storage migration's CRD rules name the Book CRD alone.
+	var sm rbacv1.ClusterRole
+	toTyped(t, find(t, objs, "ClusterRole", "", storageMigrationRole), &sm)
+	wantSM := []rbacv1.PolicyRule{
+		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
+			ResourceNames: []string{"books.webapp.ydzs.io"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions/status"},
+			ResourceNames: []string{"books.webapp.ydzs.io"}, Verbs: []string{"update"}},
+		{APIGroups: []string{"storagemigration.k8s.io"}, Resources: []string{"storageversionmigrations"},
+			Verbs: []string{"create", "get", "list", "watch", "delete"}},
+	}
+	if !reflect.DeepEqual(sm.Rules, wantSM) {
+		t.Errorf("storage migration rules = %+v, want %+v", sm.Rules, wantSM)
+	}
+	var smBinding rbacv1.ClusterRoleBinding
+	toTyped(t, find(t, objs, "ClusterRoleBinding", "", storageMigrationRole), &smBinding)
+	checkBinding(t, smBinding.RoleRef, smBinding.Subjects, "ClusterRole", storageMigrationRole)
+	// fork:end v2
 
 	// metrics-reader is for scrapers: GET /metrics and nothing else, bound
 	// to no one by manifests/ (manifests/components/prometheus binds it).

@@ -73,6 +73,10 @@ type ControllerOptions struct {
 	// controller (controller.Options.Observer): a test that must know a
 	// Book was synced after some moment watches with it.
 	Observer controller.Observer
+	// fork:begin v2
+	// StorageMigration is passed through (pkg/migration); off by default.
+	StorageMigration bool
+	// fork:end v2
 }
 
 // RunningController is a controller started by StartController.
@@ -114,6 +118,7 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 	}
 	mc.Controller.Off = opts.layersOff()
 	mc.Controller.Observer = opts.Observer
+	mc.StorageMigration = opts.StorageMigration // fork:line v2
 	mc.Controller.ConflictRecheck = opts.ConflictRecheck
 	if mc.Controller.ConflictRecheck == 0 {
 		mc.Controller.ConflictRecheck = time.Second
