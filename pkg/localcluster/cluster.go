@@ -199,6 +199,21 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		}
 	}
 	// fork:end node
+	if err := c.startControlPlane(ctx); err != nil {
+		return err
+	}
+	// fork:begin node
+	if c.st.Node != nil {
+		return c.startNode(ctx)
+	}
+	// fork:end node
+	return nil
+}
+
+// startControlPlane writes the credentials, starts etcd, kube-apiserver
+// and kube-controller-manager, and writes the kubeconfigs the controller
+// manager needs.
+func (c *Cluster) startControlPlane(ctx context.Context) error {
 	if err := c.writeCredentials(); err != nil {
 		return err
 	}
@@ -211,15 +226,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if err := c.writeKubeconfigs(); err != nil {
 		return err
 	}
-	if err := c.startControllerManager(ctx); err != nil {
-		return err
-	}
-	// fork:begin node
-	if c.st.Node != nil {
-		return c.startNode(ctx)
-	}
-	// fork:end node
-	return nil
+	return c.startControllerManager(ctx)
 }
 
 // binariesFor returns the absolute directory of the binaries opts needs:
