@@ -67,10 +67,11 @@ const (
 
 // Event reasons, on the Secret.
 const (
-	EventWebhookCertsCreated   = "WebhookCertificatesCreated"
-	EventWebhookCARotating     = "WebhookCARotating"
-	EventWebhookServingRenewed = "WebhookServingCertificateRenewed"
-	EventWebhookCARetired      = "WebhookOldCARemoved"
+	EventWebhookCertsCreated    = "WebhookCertificatesCreated"
+	EventWebhookCARotating      = "WebhookCARotating"
+	EventWebhookServingRenewed  = "WebhookServingCertificateRenewed"
+	EventWebhookServingSwitched = "WebhookServingCertificateSwitched"
+	EventWebhookCARetired       = "WebhookOldCARemoved"
 )
 
 // CertConfig configures the certificates of the webhook.
@@ -117,6 +118,8 @@ type Certs struct {
 	// Rotations counts the CA rotations and serving renewals this process
 	// wrote, for tests and logs.
 	rotations atomic.Int64
+	// lastStep is the reason of the last step this process wrote.
+	lastStep atomic.Pointer[string]
 }
 
 // NewCerts checks cfg and fills in its defaults.
@@ -258,6 +261,7 @@ func (c *Certs) Sync(ctx context.Context) error {
 			return fmt.Errorf("writing Secret %s (%s): %w", ref, reason, err)
 		}
 		c.rotations.Add(1)
+		c.lastStep.Store(&reason)
 		logger.Info("Rotated the conversion webhook's certificates", "secret", ref, "step", reason, "note", note)
 		c.event(updated, reason, note)
 		st = next
@@ -283,7 +287,7 @@ func (c *Certs) plan(st *state, now time.Time, trusted []byte) (*state, string, 
 		if err != nil {
 			return nil, "", "", err
 		}
-		return &state{ca: st.next, serving: serving, bundle: st.bundle, stepAt: now}, EventWebhookServingRenewed,
+		return &state{ca: st.next, serving: serving, bundle: st.bundle, stepAt: now}, EventWebhookServingSwitched,
 			"Serving a certificate of the new CA; the old CA stays trusted for one more rotation step", nil
 	case st.next == nil && !bytes.Equal(st.bundle, st.ca.certPEM) && stepDue:
 		// Step 3: every replica serves the new CA's certificate.
