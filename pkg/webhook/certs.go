@@ -118,6 +118,8 @@ type Certs struct {
 	// Rotations counts the CA rotations and serving renewals this process
 	// wrote, for tests and logs.
 	rotations atomic.Int64
+	// caRotations counts the CA rotations this process completed.
+	caRotations atomic.Int64
 	// lastStep is the reason of the last step this process wrote.
 	lastStep atomic.Pointer[string]
 }
@@ -170,8 +172,13 @@ func (c *Certs) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return nil, errors.New("no serving certificate yet")
 }
 
-// Rotations is how many certificates this process wrote after the first.
+// Rotations is how many steps of rotation this process wrote (CA rotation
+// steps and serving renewals).
 func (c *Certs) Rotations() int64 { return c.rotations.Load() }
+
+// CARotations is how many CA rotations this process completed (removed the
+// old CA).
+func (c *Certs) CARotations() int64 { return c.caRotations.Load() }
 
 // Start reads (or creates) the Secret, serves its certificate and writes its
 // CA into the CRD, then keeps them fresh every CheckInterval until ctx ends.
@@ -262,6 +269,9 @@ func (c *Certs) Sync(ctx context.Context) error {
 		}
 		c.rotations.Add(1)
 		c.lastStep.Store(&reason)
+		if reason == EventWebhookCARetired {
+			c.caRotations.Add(1)
+		}
 		logger.Info("Rotated the conversion webhook's certificates", "secret", ref, "step", reason, "note", note)
 		c.event(updated, reason, note)
 		st = next

@@ -153,9 +153,11 @@ func parseBundle(data []byte) ([]*x509.Certificate, error) {
 	return out, nil
 }
 
-// dueAt is when a certificate is renewed: at two thirds of its lifetime.
+// dueAt is when a certificate is renewed: at two thirds of its lifetime,
+// counted from when it was made (NotBefore is backdated by clockSkew).
 func dueAt(c *x509.Certificate) time.Time {
-	return c.NotBefore.Add(c.NotAfter.Sub(c.NotBefore) * 2 / 3)
+	made := c.NotBefore.Add(clockSkew)
+	return made.Add(c.NotAfter.Sub(made) * 2 / 3)
 }
 
 // signedBy reports whether c verifies under ca.
