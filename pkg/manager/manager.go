@@ -86,6 +86,11 @@ type Config struct {
 	// files (a fork's, say); empty: the module path's home.
 	UISourceURL string
 	// fork:end ui
+	// fork:begin v2
+	// Webhook serves the Book CRD's conversion webhook, when the CRD
+	// converts through one (webhook.go).
+	Webhook Webhook
+	// fork:end v2
 	// EventQPS and EventBurst limit the Events this process sends; Events
 	// over the rate are dropped (see newEventRecorder). Zero
 	// means no limit.
@@ -142,6 +147,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	steps := []step{
 		{"connect", m.connect},                      // clients; writers behind the fence
+		{"serve the webhook", m.serveWebhook},       // before anything lists Books through it // fork:line v2
 		{"preflight", m.preflight},                  // API reachable, CRD installed, Lease holdable
 		{"build the controller", m.buildController}, // Events, informers' handlers, queue
 		{"serve endpoints", m.serveEndpoints},       // /metrics, /healthz, /readyz
@@ -155,6 +161,7 @@ func Run(ctx context.Context, cfg Config) error {
 		// is acquired, by its slot: a spare caches nothing.
 		steps = []step{
 			{"connect", m.connect},                // clients; a slot per shard, with its gate
+			{"serve the webhook", m.serveWebhook}, // on every replica, spares too // fork:line v2
 			{"preflight", m.preflight},            // and the API server filters by shard
 			{"serve endpoints", m.serveEndpoints}, // /metrics, /healthz, /readyz
 			{"serve the UI", m.serveUI},           // --ui-bind-address // fork:line ui
@@ -205,6 +212,8 @@ type manager struct {
 	shards  []shard.Shard
 	replica *shard.Replica
 	// fork:end shards
+	// readyChecks are more conditions of /readyz, each nil when ready.
+	readyChecks []func() error
 	// stops undo the steps, last first; each returns once what it stops
 	// has stopped.
 	stops []func()
@@ -322,7 +331,7 @@ func (m *manager) serveEndpoints(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	probeServer, err := listen("--health-probe-bind-address", m.cfg.ProbeAddr, probeHandler(synced, healthy))
+	probeServer, err := listen("--health-probe-bind-address", m.cfg.ProbeAddr, probeHandler(synced, healthy, m.ready))
 	if err != nil {
 		metricsServer.stop()
 		return err
@@ -338,6 +347,16 @@ func (m *manager) serveEndpoints(ctx context.Context) error {
 	for _, s := range []*httpServer{metricsServer, probeServer, pprofServer} {
 		s.serve(ctx)
 		m.onStop(s.stop)
+	}
+	return nil
+}
+
+// ready is nil when every one of readyChecks is.
+func (m *manager) ready() error {
+	for _, check := range m.readyChecks {
+		if err := check(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

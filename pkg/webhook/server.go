@@ -96,3 +96,6 @@ func (s *Server) Stop() {
 	_ = s.ln.Close()
 	s.done.Wait()
 }
+
+// Close closes the listener of a server that never served.
+func (s *Server) Close() error { return s.ln.Close() }

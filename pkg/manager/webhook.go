@@ -1,0 +1,149 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package manager
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"ydzs.io/book-controller/pkg/leader"
+	"ydzs.io/book-controller/pkg/webhook"
+)
+
+// Webhook configures the Book CRD's conversion webhook (pkg/webhook).
+type Webhook struct {
+	// Addr serves it over TLS; "" or "0" is off.
+	Addr string
+	// CertDir, when set, holds tls.crt and tls.key (a cert-manager
+	// Certificate's Secret, mounted), and the webhook manages no
+	// certificate: cert-manager's CA injector writes the caBundle.
+	// Empty: the webhook keeps a CA and its serving certificate in a
+	// Secret in Namespace and writes the CA into the CRD.
+	CertDir string
+	// Namespace holds the Secret and the Service; empty means the pod's
+	// namespace, or "default" outside a cluster.
+	Namespace string
+	// Loopback points the CRD's clientConfig at https://127.0.0.1:<port>/convert
+	// instead of the Service: for a controller outside the cluster (make run).
+	Loopback bool
+	// Certs tunes the certificates' lifetimes (for tests); zero values are
+	// pkg/webhook's defaults.
+	Certs webhook.CertConfig
+}
+
+// serveWebhook starts the conversion webhook, before the preflight and the
+// informers, which list Books through it, and outside leader election: the
+// API server sends reviews to any replica behind the Service. It runs only
+// when the Book CRD converts through a webhook (manifests/crd-v2.yaml):
+// with manifests/crd.yaml, v1 alone, there is nothing to convert, and no
+// port is taken nor Secret written.
+func (m *manager) serveWebhook(ctx context.Context) error {
+	wc := m.cfg.Webhook
+	if wc.Addr == "" || wc.Addr == disabledAddr {
+		return nil
+	}
+	logger := klog.FromContext(ctx)
+	cfg := rest.CopyConfig(m.clients.base)
+	cfg.Dial = m.clients.others.DialContext
+	crds, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating the CustomResourceDefinition client: %w", err)
+	}
+	crd, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, webhook.DefaultCRDName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		// The preflight says what is wrong with the CRD; forbidden is an
+		// older RBAC, which cannot have installed crd-v2.yaml's webhook.
+		logger.Info("Conversion webhook off: cannot read the CRD", "crd", webhook.DefaultCRDName, "err", err)
+		return nil
+	case err != nil:
+		return fmt.Errorf("--webhook-bind-address: reading CRD %s: %w", webhook.DefaultCRDName, err)
+	case crd.Spec.Conversion == nil || crd.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter:
+		logger.Info("Conversion webhook off: the CRD converts nothing (manifests/crd.yaml)", "crd", webhook.DefaultCRDName)
+		return nil
+	}
+
+	// Each replica counts its own reviews, in the manager's registry.
+	handler := webhook.NewHandler(webhook.NewMetrics(m.metrics.registry), 0)
+	ns := wc.Namespace
+	if ns == "" {
+		ns = leader.PodNamespace()
+	}
+	var getCert interface {
+		GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	}
+	// certCtx lasts until Run returns: the certificates are kept fresh while
+	// it lasts.
+	certCtx, stopCerts := context.WithCancel(context.WithoutCancel(ctx))
+	m.onStop(stopCerts)
+	srv, err := webhook.Listen(wc.Addr, handler.Mux(), func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		return getCert.GetCertificate(h)
+	}, webhook.DefaultTimeouts)
+	if err != nil {
+		return fmt.Errorf("--webhook-bind-address %q: %v: choose another address, or %q to turn it off", wc.Addr, err, disabledAddr)
+	}
+	if wc.CertDir != "" {
+		if getCert, err = webhook.NewFileCerts(certCtx, wc.CertDir); err != nil {
+			_ = srv.Close()
+			return err
+		}
+	} else {
+		cc := wc.Certs
+		cc.CRDs, cc.Namespace = crds, ns
+		if cc.Kube, err = kubernetes.NewForConfig(coreTypesConfig(cfg)); err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("creating Kubernetes client: %w", err)
+		}
+		if wc.Loopback {
+			_, port, _ := net.SplitHostPort(srv.Addr().String())
+			cc.LoopbackURL = "https://" + net.JoinHostPort("127.0.0.1", port) + webhook.Path
+		}
+		if cc.Recorder, err = newEventRecorder(certCtx, cc.Kube, m.eventLimiter); err != nil {
+			_ = srv.Close()
+			return err
+		}
+		certs, err := webhook.NewCerts(cc)
+		if err != nil {
+			_ = srv.Close()
+			return err
+		}
+		if err := certs.Start(certCtx); err != nil {
+			_ = srv.Close()
+			if ctx.Err() != nil {
+				return errStopped
+			}
+			return fmt.Errorf("conversion webhook certificates: %w", err)
+		}
+		getCert = certs
+	}
+	srv.Serve(ctx)
+	m.onStop(srv.Stop)
+	m.readyChecks = append(m.readyChecks, srv.Ready)
+	logger.Info("Serving the conversion webhook", "address", srv.Addr().String(), "certDir", wc.CertDir,
+		"namespace", ns, "loopback", wc.Loopback)
+	return nil
+}
