@@ -141,10 +141,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("manager: %w", err)
 	}
 	// fork:end shards
-	type step struct {
-		name string
-		run  func(context.Context) error
-	}
 	steps := []step{
 		{"connect", m.connect},                      // clients; writers behind the fence
 		{"serve the webhook", m.serveWebhook},       // before anything lists Books through it // fork:line v2
@@ -179,6 +175,12 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// step is one of Run's steps, named for its logs.
+type step struct {
+	name string
+	run  func(context.Context) error
 }
 
 // errStopped is returned by a step that ended because ctx did.

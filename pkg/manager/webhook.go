@@ -24,7 +24,6 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -73,29 +72,13 @@ func (m *manager) serveWebhook(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating the CustomResourceDefinition client: %w", err)
 	}
-	crd, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, webhook.DefaultCRDName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
-		// The preflight says what is wrong with the CRD; forbidden is an
-		// older RBAC, which cannot have installed crd-v2.yaml's webhook.
-		logger.Info("Conversion webhook off: cannot read the CRD", "crd", webhook.DefaultCRDName, "err", err)
-		return nil
-	case err != nil:
-		return fmt.Errorf("--webhook-bind-address: reading CRD %s: %w", webhook.DefaultCRDName, err)
-	case crd.Spec.Conversion == nil || crd.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter:
-		logger.Info("Conversion webhook off: the CRD converts nothing (manifests/crd.yaml)", "crd", webhook.DefaultCRDName)
+	if !webhookWanted(ctx, crds) {
 		return nil
 	}
 
 	// Each replica counts its own reviews, in the manager's registry.
 	handler := webhook.NewHandler(webhook.NewMetrics(m.metrics.registry), 0)
-	ns := wc.Namespace
-	if ns == "" {
-		ns = leader.PodNamespace()
-	}
-	var getCert interface {
-		GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
-	}
+	var getCert certGetter
 	// certCtx lasts until Run returns: the certificates are kept fresh while
 	// it lasts.
 	certCtx, stopCerts := context.WithCancel(context.WithoutCancel(ctx))
@@ -106,44 +89,78 @@ func (m *manager) serveWebhook(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--webhook-bind-address %q: %v: choose another address, or %q to turn it off", wc.Addr, err, disabledAddr)
 	}
-	if wc.CertDir != "" {
-		if getCert, err = webhook.NewFileCerts(certCtx, wc.CertDir); err != nil {
-			_ = srv.Close()
-			return err
+	getCert, err = m.webhookCerts(certCtx, crds, cfg, srv)
+	if err != nil {
+		_ = srv.Close()
+		if ctx.Err() != nil {
+			return errStopped
 		}
-	} else {
-		cc := wc.Certs
-		cc.CRDs, cc.Namespace = crds, ns
-		if cc.Kube, err = kubernetes.NewForConfig(coreTypesConfig(cfg)); err != nil {
-			_ = srv.Close()
-			return fmt.Errorf("creating Kubernetes client: %w", err)
-		}
-		if wc.Loopback {
-			_, port, _ := net.SplitHostPort(srv.Addr().String())
-			cc.LoopbackURL = "https://" + net.JoinHostPort("127.0.0.1", port) + webhook.Path
-		}
-		if cc.Recorder, err = newEventRecorder(certCtx, cc.Kube, m.eventLimiter); err != nil {
-			_ = srv.Close()
-			return err
-		}
-		certs, err := webhook.NewCerts(cc)
-		if err != nil {
-			_ = srv.Close()
-			return err
-		}
-		if err := certs.Start(certCtx); err != nil {
-			_ = srv.Close()
-			if ctx.Err() != nil {
-				return errStopped
-			}
-			return fmt.Errorf("conversion webhook certificates: %w", err)
-		}
-		getCert = certs
+		return err
 	}
 	srv.Serve(ctx)
 	m.onStop(srv.Stop)
 	m.readyChecks = append(m.readyChecks, srv.Ready)
 	logger.Info("Serving the conversion webhook", "address", srv.Addr().String(), "certDir", wc.CertDir,
-		"namespace", ns, "loopback", wc.Loopback)
+		"namespace", webhookNamespace(wc), "loopback", wc.Loopback)
 	return nil
+}
+
+// webhookWanted reports whether the Book CRD converts through a webhook.
+// Any doubt is "no": a CRD that cannot be read (missing: the preflight
+// says so; forbidden: an older RBAC, which cannot have installed
+// crd-v2.yaml's webhook) is logged.
+func webhookWanted(ctx context.Context, crds apiextensionsclient.Interface) bool {
+	logger := klog.FromContext(ctx)
+	crd, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, webhook.DefaultCRDName, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		logger.Info("Conversion webhook off: cannot read the CRD", "crd", webhook.DefaultCRDName, "err", err)
+		return false
+	case crd.Spec.Conversion == nil || crd.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter:
+		logger.Info("Conversion webhook off: the CRD converts nothing (manifests/crd.yaml)", "crd", webhook.DefaultCRDName)
+		return false
+	}
+	return true
+}
+
+// webhookCerts returns the webhook's certificates: from --webhook-cert-dir,
+// or its own (kept fresh until ctx ends).
+func (m *manager) webhookCerts(ctx context.Context, crds apiextensionsclient.Interface, cfg *rest.Config, srv *webhook.Server) (certGetter, error) {
+	wc := m.cfg.Webhook
+	if wc.CertDir != "" {
+		return webhook.NewFileCerts(ctx, wc.CertDir)
+	}
+	cc := wc.Certs
+	cc.CRDs, cc.Namespace = crds, webhookNamespace(wc)
+	var err error
+	if cc.Kube, err = kubernetes.NewForConfig(coreTypesConfig(cfg)); err != nil {
+		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	if wc.Loopback {
+		_, port, _ := net.SplitHostPort(srv.Addr().String())
+		cc.LoopbackURL = "https://" + net.JoinHostPort("127.0.0.1", port) + webhook.Path
+	}
+	if cc.Recorder, err = newEventRecorder(ctx, cc.Kube, m.eventLimiter); err != nil {
+		return nil, err
+	}
+	certs, err := webhook.NewCerts(cc)
+	if err != nil {
+		return nil, err
+	}
+	if err := certs.Start(ctx); err != nil {
+		return nil, fmt.Errorf("conversion webhook certificates: %w", err)
+	}
+	return certs, nil
+}
+
+// certGetter serves a TLS certificate.
+type certGetter interface {
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+}
+
+func webhookNamespace(wc Webhook) string {
+	if wc.Namespace != "" {
+		return wc.Namespace
+	}
+	return leader.PodNamespace()
 }

@@ -1,3 +1,19 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package webhook
 
 import (
@@ -227,32 +243,10 @@ func (c *Certs) Sync(ctx context.Context) error {
 		return err
 	}
 
-	secret, err := secrets.Get(ctx, c.cfg.SecretName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		st, err := c.fresh(now)
-		if err != nil {
-			return err
-		}
-		created, err := secrets.Create(ctx, c.toSecret(st, nil), metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			// Another replica was first: use its certificates.
-			created, err = secrets.Get(ctx, c.cfg.SecretName, metav1.GetOptions{})
-		} else if err == nil {
-			logger.Info("Created the conversion webhook's certificates", "secret", ref, "caNotAfter", st.ca.cert.NotAfter)
-			c.event(created, EventWebhookCertsCreated, "Created a CA and a serving certificate for the conversion webhook")
-		}
-		if err != nil {
-			return fmt.Errorf("creating Secret %s: %w", ref, err)
-		}
-		secret = created
-	case err != nil:
-		return fmt.Errorf("reading Secret %s: %w", ref, err)
+	secret, err := c.readSecret(ctx, now)
+	if err != nil {
+		return err
 	}
-	if secret.Labels[ManagedLabel] != managedLabelValue {
-		return fmt.Errorf("Secret %s exists without the label %s=%s, so it is not the webhook's: delete it, or let the webhook use another name", ref, ManagedLabel, managedLabelValue)
-	}
-
 	st, err := fromSecret(secret)
 	if err != nil {
 		logger.Info("The webhook's Secret is unreadable; making new certificates", "secret", ref, "err", err)
@@ -280,6 +274,42 @@ func (c *Certs) Sync(ctx context.Context) error {
 		return err
 	}
 	return c.patchCRD(ctx, crd, st.bundle)
+}
+
+// readSecret reads the Secret, or creates it with new certificates; on
+// AlreadyExists, another replica was first, and its Secret is read. A
+// Secret without ManagedLabel is someone else's: an error.
+func (c *Certs) readSecret(ctx context.Context, now time.Time) (*corev1.Secret, error) {
+	logger := klog.FromContext(ctx)
+	secrets := c.cfg.Kube.CoreV1().Secrets(c.cfg.Namespace)
+	ref := klog.KRef(c.cfg.Namespace, c.cfg.SecretName)
+	secret, err := secrets.Get(ctx, c.cfg.SecretName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		st, err := c.fresh(now)
+		if err != nil {
+			return nil, err
+		}
+		created, err := secrets.Create(ctx, c.toSecret(st, nil), metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			// Another replica was first: use its certificates.
+			created, err = secrets.Get(ctx, c.cfg.SecretName, metav1.GetOptions{})
+		} else if err == nil {
+			logger.Info("Created the conversion webhook's certificates", "secret", ref, "caNotAfter", st.ca.cert.NotAfter)
+			c.event(created, EventWebhookCertsCreated, "Created a CA and a serving certificate for the conversion webhook")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("creating Secret %s: %w", ref, err)
+		}
+		secret = created
+	case err != nil:
+		return nil, fmt.Errorf("reading Secret %s: %w", ref, err)
+	}
+	if secret.Labels[ManagedLabel] != managedLabelValue {
+		return nil, fmt.Errorf("Secret %s exists without the label %s=%s, so it is not the webhook's: delete it, or let the webhook use another name", ref, ManagedLabel, managedLabelValue)
+	}
+
+	return secret, nil
 }
 
 // plan returns the Secret's next state and why, or nil when nothing is due.

@@ -1,3 +1,19 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 // Package webhook is the Book CRD's conversion webhook: an http.Handler for
 // apiextensions.k8s.io/v1 ConversionReviews at /convert that converts Books
 // between webapp.ydzs.io/v1 and v2 with the functions of
@@ -88,44 +104,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.metrics.observe(result, time.Since(start))
 	}()
 
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "conversion webhook: only POST is served", http.StatusMethodNotAllowed)
+	review, ok := h.readReview(w, r)
+	if !ok {
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			http.Error(w, fmt.Sprintf("conversion webhook: Content-Type %q: only application/json is served", ct), http.StatusUnsupportedMediaType)
-			return
-		}
-	}
-	// A declared length over the limit is refused before a byte of the body
-	// is read; an undeclared one (chunked) is cut at the limit.
-	if r.ContentLength > h.maxBody {
-		http.Error(w, fmt.Sprintf("conversion webhook: body of %d bytes is over the limit of %d", r.ContentLength, h.maxBody), http.StatusRequestEntityTooLarge)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			http.Error(w, fmt.Sprintf("conversion webhook: body is over the limit of %d bytes", h.maxBody), http.StatusRequestEntityTooLarge)
-			return
-		}
-		http.Error(w, fmt.Sprintf("conversion webhook: reading the body: %v", err), http.StatusBadRequest)
-		return
-	}
-
-	var review apiextensionsv1.ConversionReview
-	if err := json.Unmarshal(body, &review); err != nil {
-		http.Error(w, fmt.Sprintf("conversion webhook: the body is not a ConversionReview: %v", oneLine(err)), http.StatusBadRequest)
-		return
-	}
-	if review.Request == nil || review.Request.UID == "" {
-		http.Error(w, "conversion webhook: the ConversionReview has no request, or its request no uid", http.StatusBadRequest)
-		return
-	}
-
 	resp := h.review(review.Request)
 	result = ResultSuccess
 	if resp.Result.Status != metav1.StatusSuccess {
@@ -145,6 +127,50 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(data)
+}
+
+// readReview reads a ConversionReview with a request and a uid from r, or
+// answers with a 4xx and a one-line message and returns false.
+func (h *Handler) readReview(w http.ResponseWriter, r *http.Request) (*apiextensionsv1.ConversionReview, bool) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "conversion webhook: only POST is served", http.StatusMethodNotAllowed)
+		return nil, false
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			http.Error(w, fmt.Sprintf("conversion webhook: Content-Type %q: only application/json is served", ct), http.StatusUnsupportedMediaType)
+			return nil, false
+		}
+	}
+	// A declared length over the limit is refused before a byte of the body
+	// is read; an undeclared one (chunked) is cut at the limit.
+	if r.ContentLength > h.maxBody {
+		http.Error(w, fmt.Sprintf("conversion webhook: body of %d bytes is over the limit of %d", r.ContentLength, h.maxBody), http.StatusRequestEntityTooLarge)
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			http.Error(w, fmt.Sprintf("conversion webhook: body is over the limit of %d bytes", h.maxBody), http.StatusRequestEntityTooLarge)
+			return nil, false
+		}
+		http.Error(w, fmt.Sprintf("conversion webhook: reading the body: %v", err), http.StatusBadRequest)
+		return nil, false
+	}
+
+	var review apiextensionsv1.ConversionReview
+	if err := json.Unmarshal(body, &review); err != nil {
+		http.Error(w, fmt.Sprintf("conversion webhook: the body is not a ConversionReview: %v", oneLine(err)), http.StatusBadRequest)
+		return nil, false
+	}
+	if review.Request == nil || review.Request.UID == "" {
+		http.Error(w, "conversion webhook: the ConversionReview has no request, or its request no uid", http.StatusBadRequest)
+		return nil, false
+	}
+
+	return &review, true
 }
 
 // review converts every object of req, or none.
