@@ -28,8 +28,8 @@ import (
 //     restarts a replica stuck on its way out (see leader.Fence.Healthy);
 //     with shards, only the latter (shard.Replica.Healthy);
 //   - /readyz: the informer caches are synced (with shards: those of every
-//     shard held), and ready says yes (the conversion webhook serves, with
-//     a certificate). A replica that is not leading is still ready: it is a
+//     shard held), and ready, the manager's other ready checks, says
+//     yes. A replica that is not leading is still ready: it is a
 //     warm standby, or a spare.
 func probeHandler(synced func() bool, healthy, ready func() error) http.Handler {
 	mux := http.NewServeMux()
