@@ -80,7 +80,6 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // Serve serves until Stop.
 func (s *Server) Serve(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	logger.Info("Serving", "endpoint", "--webhook-bind-address", "address", s.ln.Addr().String())
 	s.serving.Store(true)
 	s.done.Go(func() {
 		defer s.serving.Store(false)

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -36,7 +37,9 @@ import (
 	"ydzs.io/book-controller/internal/poll"
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
+	"ydzs.io/book-controller/pkg/manager"
 	"ydzs.io/book-controller/pkg/webhook"
+	"ydzs.io/book-controller/test/integration/framework"
 )
 
 // TestConversionWebhook runs the conversion webhook and its certificate
@@ -272,4 +275,48 @@ func (r *reviewTimes) quantiles() (p50, p99 time.Duration, n int) {
 	s := slices.Clone(r.times)
 	slices.Sort(s)
 	return s[len(s)/2], s[len(s)*99/100], len(s)
+}
+
+// TestControllerThroughTheWebhook runs the controller (manager.Run, as its
+// ServiceAccount with manifests/rbac's roles) against crd-v2.yaml with its
+// webhook on 127.0.0.1 (--webhook-loopback): it makes its own certificates
+// in the Secret, injects its CA, and then syncs a v2 Book it reads and
+// writes as v1, through its own webhook.
+func TestControllerThroughTheWebhook(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	const controllerNS = "book-controller-system"
+	cfg := env.ControllerServiceAccountConfig(t)
+	env.WaitForAccess(t, cfg,
+		authorizationv1.ResourceAttributes{Verb: "update", Resource: "secrets", Namespace: controllerNS, Name: webhook.DefaultSecretName},
+		authorizationv1.ResourceAttributes{Verb: "patch", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Name: webhook.DefaultCRDName})
+	probe := framework.FreeAddr(t)
+	env.StartController(t, framework.ControllerOptions{Namespace: ns, RESTConfig: cfg, ProbeAddr: probe,
+		Webhook: manager.Webhook{Addr: "127.0.0.1:0", Loopback: true, Namespace: controllerNS}})
+
+	book := &webappv2.Book{ObjectMeta: metav1.ObjectMeta{Name: "priced"},
+		Spec: webappv2.BookSpec{Title: "t", Price: webappv2.Price{Amount: "19.99", Currency: "EUR"}, Authors: []string{"A"}}}
+	if _, err := env.Books.WebappV2().Books(ns).Create(ctx, book, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForReady(t, ns, "priced", metav1.ConditionTrue, "")
+	got, err := env.Books.WebappV2().Books(ns).Get(ctx, "priced", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !apiequality.Semantic.DeepEqual(got.Spec, book.Spec) {
+		t.Errorf("after the controller's v1 status write: %+v, want %+v", got.Spec, book.Spec)
+	}
+	secret, err := env.Kube.CoreV1().Secrets(controllerNS).Get(ctx, webhook.DefaultSecretName, metav1.GetOptions{})
+	if err != nil || secret.Labels[webhook.ManagedLabel] == "" {
+		t.Fatalf("the webhook's Secret: %v %v", err, secret.GetLabels())
+	}
+	poll.Eventually(t, "/readyz", 100*time.Millisecond, 30*time.Second, func(ctx context.Context) error {
+		resp, err := http.Get("http://" + probe + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return poll.Done(resp.StatusCode == http.StatusOK, "%s", resp.Status)
+	})
 }
