@@ -45,9 +45,9 @@ func TestProbeHandler(t *testing.T) {
 	if code, _ := get("/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz once synced: %d, want 200", code)
 	}
-	notReady = errors.New("conversion webhook not serving")
-	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "webhook") {
-		t.Errorf("/readyz while the webhook does not serve: %d %q, want 503 saying why", code, body)
+	notReady = errors.New("an endpoint is not serving yet")
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not serving yet") {
+		t.Errorf("/readyz while a ready check fails: %d %q, want 503 saying why", code, body)
 	}
 	notReady = nil
 
