@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -200,7 +201,9 @@ func (c *Certs) CARotations() int64 { return c.caRotations.Load() }
 // CA into the CRD, then keeps them fresh every CheckInterval until ctx ends.
 // The first round's error is returned; later ones are logged and retried.
 func (c *Certs) Start(ctx context.Context) error {
-	if err := c.Sync(ctx); err != nil {
+	// Replicas starting together race for the Secret and the CRD; the loser
+	// of a write reads the winner's and goes on.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return c.Sync(ctx) }); err != nil {
 		return err
 	}
 	ticker := c.cfg.Clock.NewTicker(c.cfg.CheckInterval)

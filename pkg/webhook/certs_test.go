@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsfake "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -239,4 +240,32 @@ func TestRotation(t *testing.T) {
 		t.Errorf("steps %s: want at least 2 CA rotations in two CA lifetimes", joined)
 	}
 	t.Logf("steps: %s; trusted CAs after each: %v", joined, bundleSizes)
+}
+
+// TestReplicasStartingTogether: several replicas start at once on an empty
+// namespace; every one starts, and all serve the same certificate.
+func TestReplicasStartingTogether(t *testing.T) {
+	f := newFixture(webhookCRD(apiextensionsv1.WebhookConverter))
+	replicas := make([]*Certs, 4)
+	errs := make(chan error, len(replicas))
+	for i := range replicas {
+		replicas[i] = f.certs(t, "")
+		go func(c *Certs) { errs <- c.Sync(t.Context()) }(replicas[i])
+	}
+	for range replicas {
+		if err := <-errs; err != nil && !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range replicas {
+		if err := c.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := verifies(t, f, replicas[0])
+	for _, c := range replicas[1:] {
+		if !verifies(t, f, c).Equal(want) {
+			t.Error("replicas serve different certificates")
+		}
+	}
 }
