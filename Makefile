@@ -109,6 +109,11 @@ RUN_ARGS :=
 UI_ADDR ?= 127.0.0.1:8082
 RUN_ARGS += --ui-bind-address "$(UI_ADDR)"
 # fork:end ui
+# fork:begin v2
+# With manifests/crd-v2.yaml installed, the API server calls make run's
+# webhook on 127.0.0.1 (docs/api-versions.md); with crd.yaml it is off.
+RUN_ARGS += --webhook-loopback
+# fork:end v2
 
 .PHONY: run
 run: ## Run the controller from source against $KUBECONFIG (default: the local cluster), live view on UI_ADDR.

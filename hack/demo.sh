@@ -39,6 +39,11 @@ CONTROLLER_ARGS=()
 UI_ADDR="${UI_ADDR:-127.0.0.1:8082}"
 CONTROLLER_ARGS+=(--ui-bind-address "$UI_ADDR")
 # fork:end ui
+# fork:begin v2
+# With manifests/crd-v2.yaml, the API server calls this controller's
+# conversion webhook on 127.0.0.1 (docs/api-versions.md); with crd.yaml it is off.
+CONTROLLER_ARGS+=(--webhook-loopback)
+# fork:end v2
 
 # Bold headings on a terminal; plain lines in logs and CI.
 if [[ -t 1 ]]; then

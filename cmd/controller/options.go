@@ -30,7 +30,8 @@ import (
 
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/manager"
-	"ydzs.io/book-controller/pkg/shard" // fork:line shards
+	"ydzs.io/book-controller/pkg/shard"   // fork:line shards
+	"ydzs.io/book-controller/pkg/webhook" // fork:line v2
 )
 
 // options are the command-line settings: where the API server is and how
@@ -127,6 +128,14 @@ func (o *options) serverFlags(fs *pflag.FlagSet) {
 		`Address to serve /healthz and /readyz on; "0" turns it off.`)
 	fs.StringVar(&o.mgr.PprofAddr, "pprof-bind-address", o.mgr.PprofAddr,
 		`Address to serve Go profiles on /debug/pprof/ (net/http/pprof), e.g. "127.0.0.1:6060"; "0" turns it off. Unauthenticated: bind it to localhost.`)
+	// fork:begin v2
+	fs.StringVar(&o.mgr.Webhook.Addr, "webhook-bind-address", o.mgr.Webhook.Addr,
+		`Address to serve the Book CRD's conversion webhook on over TLS, at /convert, when the CRD converts through one (manifests/crd-v2.yaml; docs/api-versions.md); "0" turns it off.`)
+	fs.StringVar(&o.mgr.Webhook.CertDir, "webhook-cert-dir", o.mgr.Webhook.CertDir,
+		"Directory holding the webhook's tls.crt and tls.key (a cert-manager Certificate's Secret, mounted), reloaded when they change; the CRD's caBundle is then cert-manager's CA injector's to write. Empty: the webhook keeps its own CA and certificate in the Secret "+webhook.DefaultSecretName+" and writes the CA into the CRD.")
+	fs.BoolVar(&o.mgr.Webhook.Loopback, "webhook-loopback", o.mgr.Webhook.Loopback,
+		"Point the CRD's conversion webhook at https://127.0.0.1:<port>/convert instead of the Service: for a controller run outside the cluster, next to a local API server (make run).")
+	// fork:end v2
 	// fork:begin ui
 	fs.StringVar(&o.mgr.UISourceURL, "ui-source-url", o.mgr.UISourceURL,
 		`With --ui-bind-address: where the live view's links to this repository's files point (a path such as pkg/controller/handlers.go is appended), e.g. "https://github.com/you/book-controller/blob/main/"; empty: https://ydzs.io/book-controller/blob/main/.`)
@@ -273,6 +282,10 @@ func (o *options) validate() error {
 		return fmt.Errorf("--leader-elect-id must not be empty")
 	case m.MetricsCertDir != "" && !m.MetricsSecure:
 		return fmt.Errorf("--metrics-cert-dir %q is only used with --metrics-secure: add --metrics-secure, or drop --metrics-cert-dir", m.MetricsCertDir)
+	// fork:begin v2
+	case m.Webhook.Loopback && m.Webhook.CertDir != "":
+		return fmt.Errorf("--webhook-loopback needs the webhook's own certificates, whose CA it writes into the CRD with the URL: drop --webhook-cert-dir, or --webhook-loopback")
+	// fork:end v2
 	case m.Namespace != "" && len(m.Namespace) > 63:
 		return fmt.Errorf("--namespace %q is longer than 63 characters and cannot name a namespace", m.Namespace)
 	}

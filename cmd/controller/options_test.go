@@ -229,9 +229,10 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"--disable-layers=all,bogus"}, "--disable-layers"},
 		{[]string{"--metrics-cert-dir=/certs"}, "--metrics-secure"},
 		{[]string{"--metrics-secure=maybe"}, "--metrics-secure"},
-		{[]string{"--ui-source-url=github.com/you/book-controller"}, "--ui-source-url"}, // fork:line ui
-		{[]string{"--ui-source-url=file:///src/"}, "absolute http(s) URL"},              // fork:line ui
-		{[]string{"--kubeconfig"}, "--kubeconfig"},                                      // no value at all
+		{[]string{"--webhook-loopback", "--webhook-cert-dir=/certs"}, "--webhook-loopback needs the webhook's own certificates"}, // fork:line v2
+		{[]string{"--ui-source-url=github.com/you/book-controller"}, "--ui-source-url"},                                          // fork:line ui
+		{[]string{"--ui-source-url=file:///src/"}, "absolute http(s) URL"},                                                       // fork:line ui
+		{[]string{"--kubeconfig"}, "--kubeconfig"},                                                                               // no value at all
 		{[]string{"-kubeconfig"}, "kubeconfig"},
 		{[]string{"--bogus"}, "--bogus"},
 		{[]string{"--bogus=1", "-workers", "2"}, "--bogus"},

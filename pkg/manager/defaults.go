@@ -76,6 +76,12 @@ const (
 	defaultMetricsAddr = disabledAddr
 	defaultProbeAddr   = ":8081"
 
+	// fork:begin v2
+	// defaultWebhookAddr is kubebuilder's webhook port, the Service's
+	// targetPort. The webhook serves only when the CRD converts through
+	// one (webhook.go).
+	defaultWebhookAddr = ":9443"
+	// fork:end v2
 	// defaultPprofAddr is off, as controller-runtime's PprofBindAddress:
 	// profiles are for an engineer looking into the process, not for
 	// every deployment.
@@ -113,7 +119,8 @@ func Defaults() Config {
 		MetricsAddr: defaultMetricsAddr,
 		ProbeAddr:   defaultProbeAddr,
 		PprofAddr:   defaultPprofAddr,
-		UIAddr:      disabledAddr, // fork:line ui
+		UIAddr:      disabledAddr,                      // fork:line ui
+		Webhook:     Webhook{Addr: defaultWebhookAddr}, // fork:line v2
 		EventQPS:    defaultEventQPS,
 		EventBurst:  defaultEventBurst,
 		// fork:begin v2

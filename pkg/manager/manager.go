@@ -87,6 +87,11 @@ type Config struct {
 	// files (a fork's, say); empty: the module path's home.
 	UISourceURL string
 	// fork:end ui
+	// fork:begin v2
+	// Webhook serves the Book CRD's conversion webhook, when the CRD
+	// converts through one (webhook.go).
+	Webhook Webhook
+	// fork:end v2
 	// EventQPS and EventBurst limit the Events this process sends; Events
 	// over the rate are dropped (see newEventRecorder). Zero
 	// means no limit.
@@ -143,12 +148,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("manager: %w", err)
 	}
 	// fork:end shards
-	type step struct {
-		name string
-		run  func(context.Context) error
-	}
 	steps := []step{
 		{"connect", m.connect},                      // clients; writers behind the fence
+		{"serve the webhook", m.serveWebhook},       // before anything lists Books through it // fork:line v2
 		{"preflight", m.preflight},                  // API reachable, CRD installed, Lease holdable
 		{"build the controller", m.buildController}, // Events, informers' handlers, queue
 		{"serve endpoints", m.serveEndpoints},       // /metrics, /healthz, /readyz
@@ -162,6 +164,7 @@ func Run(ctx context.Context, cfg Config) error {
 		// is acquired, by its slot: a spare caches nothing.
 		steps = []step{
 			{"connect", m.connect},                // clients; a slot per shard, with its gate
+			{"serve the webhook", m.serveWebhook}, // on every replica, spares too // fork:line v2
 			{"preflight", m.preflight},            // and the API server filters by shard
 			{"serve endpoints", m.serveEndpoints}, // /metrics, /healthz, /readyz
 			{"serve the UI", m.serveUI},           // --ui-bind-address // fork:line ui
@@ -179,6 +182,12 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// step is one of Run's steps, named for its logs.
+type step struct {
+	name string
+	run  func(context.Context) error
 }
 
 // errStopped is returned by a step that ended because ctx did.
@@ -216,6 +225,8 @@ type manager struct {
 	shards  []shard.Shard
 	replica *shard.Replica
 	// fork:end shards
+	// readyChecks are more conditions of /readyz, each nil when ready.
+	readyChecks []func() error
 	// stops undo the steps, last first; each returns once what it stops
 	// has stopped.
 	stops []func()
@@ -338,7 +349,7 @@ func (m *manager) serveEndpoints(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	probeServer, err := listen("--health-probe-bind-address", m.cfg.ProbeAddr, probeHandler(synced, healthy))
+	probeServer, err := listen("--health-probe-bind-address", m.cfg.ProbeAddr, probeHandler(synced, healthy, m.ready))
 	if err != nil {
 		metricsServer.stop()
 		return err
@@ -354,6 +365,16 @@ func (m *manager) serveEndpoints(ctx context.Context) error {
 	for _, s := range []*httpServer{metricsServer, probeServer, pprofServer} {
 		s.serve(ctx)
 		m.onStop(s.stop)
+	}
+	return nil
+}
+
+// ready is nil when every one of readyChecks is.
+func (m *manager) ready() error {
+	for _, check := range m.readyChecks {
+		if err := check(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -28,9 +28,10 @@ import (
 //     restarts a replica stuck on its way out (see leader.Fence.Healthy);
 //     with shards, only the latter (shard.Replica.Healthy);
 //   - /readyz: the informer caches are synced (with shards: those of every
-//     shard held). A replica that is not leading is still ready: it is a
+//     shard held), and ready, the manager's other ready checks, says
+//     yes. A replica that is not leading is still ready: it is a
 //     warm standby, or a spare.
-func probeHandler(synced func() bool, healthy func() error) http.Handler {
+func probeHandler(synced func() bool, healthy, ready func() error) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := healthy(); err != nil {
@@ -42,6 +43,10 @@ func probeHandler(synced func() bool, healthy func() error) http.Handler {
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !synced() {
 			http.Error(w, "informer caches not synced yet", http.StatusServiceUnavailable)
+			return
+		}
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")

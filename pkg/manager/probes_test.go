@@ -27,7 +27,8 @@ import (
 func TestProbeHandler(t *testing.T) {
 	var synced bool
 	var health error
-	h := probeHandler(func() bool { return synced }, func() error { return health })
+	var notReady error
+	h := probeHandler(func() bool { return synced }, func() error { return health }, func() error { return notReady })
 	get := func(path string) (int, string) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
@@ -44,6 +45,11 @@ func TestProbeHandler(t *testing.T) {
 	if code, _ := get("/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz once synced: %d, want 200", code)
 	}
+	notReady = errors.New("an endpoint is not serving yet")
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not serving yet") {
+		t.Errorf("/readyz while a ready check fails: %d %q, want 503 saying why", code, body)
+	}
+	notReady = nil
 
 	health = errors.New("leadership lost (the Lease is held by \"b\" now); exiting")
 	code, body := get("/healthz")

@@ -119,8 +119,16 @@ func TestBaseInventory(t *testing.T) {
 		"ClusterRoleBinding " + metricsAuthRole,
 		"ClusterRole " + metricsReaderRole,
 		"NetworkPolicy book-controller-system/book-controller-metrics",
-		"ClusterRole " + storageMigrationRole,        // fork:line v2
-		"ClusterRoleBinding " + storageMigrationRole, // fork:line v2
+		// fork:begin v2
+		"Role book-controller-system/book-controller-webhook",
+		"RoleBinding book-controller-system/book-controller-webhook",
+		"ClusterRole book-controller-webhook",
+		"ClusterRoleBinding book-controller-webhook",
+		"Service book-controller-system/book-controller-webhook",
+		"NetworkPolicy book-controller-system/book-controller-webhook",
+		"ClusterRole " + storageMigrationRole,
+		"ClusterRoleBinding " + storageMigrationRole,
+		// fork:end v2
 	}
 	assertInventory(t, objs, want)
 
@@ -147,6 +155,12 @@ func TestNamespacedInventory(t *testing.T) {
 		"Deployment book-controller-system/book-controller",
 		"Service book-controller-system/book-controller-metrics",
 		"NetworkPolicy book-controller-system/book-controller-metrics",
+		// fork:begin v2
+		"Role book-controller-system/book-controller-webhook",
+		"RoleBinding book-controller-system/book-controller-webhook",
+		"Service book-controller-system/book-controller-webhook",
+		"NetworkPolicy book-controller-system/book-controller-webhook",
+		// fork:end v2
 	}
 	// No ClusterRole, no ClusterRoleBinding (so no TokenReviews for metrics
 	// callers either), and no CRD: a cluster admin installs that once (the

@@ -58,6 +58,10 @@ type ControllerOptions struct {
 	// UIAddr is passed through: the live view (pkg/ui); empty means off.
 	UIAddr string
 	// fork:end ui
+	// fork:begin v2
+	// Webhook is passed through: the conversion webhook; zero is off.
+	Webhook manager.Webhook
+	// fork:end v2
 	// EventQPS and EventBurst are passed through; zero EventQPS sends
 	// every Event.
 	EventQPS   float32
@@ -112,7 +116,8 @@ func (e *Env) StartController(t testing.TB, opts ControllerOptions) *RunningCont
 		MetricsSecure:  opts.MetricsSecure,
 		MetricsCertDir: opts.MetricsCertDir,
 		ProbeAddr:      opts.ProbeAddr,
-		UIAddr:         opts.UIAddr, // fork:line ui
+		UIAddr:         opts.UIAddr,  // fork:line ui
+		Webhook:        opts.Webhook, // fork:line v2
 		EventQPS:       opts.EventQPS,
 		EventBurst:     opts.EventBurst,
 	}

@@ -1,0 +1,166 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package manager
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"ydzs.io/book-controller/pkg/leader"
+	"ydzs.io/book-controller/pkg/webhook"
+)
+
+// Webhook configures the Book CRD's conversion webhook (pkg/webhook).
+type Webhook struct {
+	// Addr serves it over TLS; "" or "0" is off.
+	Addr string
+	// CertDir, when set, holds tls.crt and tls.key (a cert-manager
+	// Certificate's Secret, mounted), and the webhook manages no
+	// certificate: cert-manager's CA injector writes the caBundle.
+	// Empty: the webhook keeps a CA and its serving certificate in a
+	// Secret in Namespace and writes the CA into the CRD.
+	CertDir string
+	// Namespace holds the Secret and the Service; empty means the pod's
+	// namespace, or "default" outside a cluster.
+	Namespace string
+	// Loopback points the CRD's clientConfig at https://127.0.0.1:<port>/convert
+	// instead of the Service: for a controller outside the cluster (make run).
+	Loopback bool
+	// Certs tunes the certificates' lifetimes (for tests); zero values are
+	// pkg/webhook's defaults.
+	Certs webhook.CertConfig
+}
+
+// serveWebhook starts the conversion webhook, before the preflight and the
+// informers, which list Books through it, and outside leader election: the
+// API server sends reviews to any replica behind the Service. It runs only
+// when the Book CRD converts through a webhook (manifests/crd-v2.yaml):
+// with manifests/crd.yaml, v1 alone, there is nothing to convert, and no
+// port is taken nor Secret written.
+func (m *manager) serveWebhook(ctx context.Context) error {
+	wc := m.cfg.Webhook
+	if wc.Addr == "" || wc.Addr == disabledAddr {
+		return nil
+	}
+	logger := klog.FromContext(ctx)
+	cfg := rest.CopyConfig(m.clients.base)
+	cfg.Dial = m.clients.others.DialContext
+	crds, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating the CustomResourceDefinition client: %w", err)
+	}
+	if !webhookWanted(ctx, crds) {
+		return nil
+	}
+
+	// Each replica counts its own reviews, in the manager's registry.
+	handler := webhook.NewHandler(webhook.NewMetrics(m.metrics.registry), 0)
+	var getCert certGetter
+	// certCtx lasts until Run returns: the certificates are kept fresh while
+	// it lasts.
+	certCtx, stopCerts := context.WithCancel(context.WithoutCancel(ctx))
+	m.onStop(stopCerts)
+	srv, err := webhook.Listen(wc.Addr, handler.Mux(), func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		return getCert.GetCertificate(h)
+	}, webhook.DefaultTimeouts)
+	if err != nil {
+		return fmt.Errorf("--webhook-bind-address %q: %v: choose another address, or %q to turn it off", wc.Addr, err, disabledAddr)
+	}
+	getCert, err = m.webhookCerts(certCtx, crds, cfg, srv)
+	if err != nil {
+		_ = srv.Close()
+		if ctx.Err() != nil {
+			return errStopped
+		}
+		return err
+	}
+	srv.Serve(ctx)
+	m.onStop(srv.Stop)
+	m.readyChecks = append(m.readyChecks, srv.Ready)
+	logger.Info("Serving the conversion webhook", "address", srv.Addr().String(), "certDir", wc.CertDir,
+		"namespace", webhookNamespace(wc), "loopback", wc.Loopback)
+	return nil
+}
+
+// webhookWanted reports whether the Book CRD converts through a webhook.
+// Any doubt is "no": a CRD that cannot be read (missing: the preflight
+// says so; forbidden: an older RBAC, which cannot have installed
+// crd-v2.yaml's webhook) is logged.
+func webhookWanted(ctx context.Context, crds apiextensionsclient.Interface) bool {
+	logger := klog.FromContext(ctx)
+	crd, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, webhook.DefaultCRDName, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		logger.Info("Conversion webhook off: cannot read the CRD", "crd", webhook.DefaultCRDName, "err", err)
+		return false
+	case crd.Spec.Conversion == nil || crd.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter:
+		logger.Info("Conversion webhook off: the CRD converts nothing (manifests/crd.yaml)", "crd", webhook.DefaultCRDName)
+		return false
+	}
+	return true
+}
+
+// webhookCerts returns the webhook's certificates: from --webhook-cert-dir,
+// or its own (kept fresh until ctx ends).
+func (m *manager) webhookCerts(ctx context.Context, crds apiextensionsclient.Interface, cfg *rest.Config, srv *webhook.Server) (certGetter, error) {
+	wc := m.cfg.Webhook
+	if wc.CertDir != "" {
+		return webhook.NewFileCerts(ctx, wc.CertDir)
+	}
+	cc := wc.Certs
+	cc.CRDs, cc.Namespace = crds, webhookNamespace(wc)
+	var err error
+	if cc.Kube, err = kubernetes.NewForConfig(coreTypesConfig(cfg)); err != nil {
+		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	if wc.Loopback {
+		_, port, _ := net.SplitHostPort(srv.Addr().String())
+		cc.LoopbackURL = "https://" + net.JoinHostPort("127.0.0.1", port) + webhook.Path
+	}
+	if cc.Recorder, err = newEventRecorder(ctx, cc.Kube, m.eventLimiter); err != nil {
+		return nil, err
+	}
+	certs, err := webhook.NewCerts(cc)
+	if err != nil {
+		return nil, err
+	}
+	if err := certs.Start(ctx); err != nil {
+		return nil, fmt.Errorf("conversion webhook certificates: %w", err)
+	}
+	return certs, nil
+}
+
+// certGetter serves a TLS certificate.
+type certGetter interface {
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+}
+
+func webhookNamespace(wc Webhook) string {
+	if wc.Namespace != "" {
+		return wc.Namespace
+	}
+	return leader.PodNamespace()
+}
