@@ -20,7 +20,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -29,11 +28,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
@@ -279,42 +275,6 @@ func (c *Certs) Sync(ctx context.Context) error {
 	return c.patchCRD(ctx, crd, st.bundle)
 }
 
-// readSecret reads the Secret, or creates it with new certificates; on
-// AlreadyExists, another replica was first, and its Secret is read. A
-// Secret without ManagedLabel is someone else's: an error.
-func (c *Certs) readSecret(ctx context.Context, now time.Time) (*corev1.Secret, error) {
-	logger := klog.FromContext(ctx)
-	secrets := c.cfg.Kube.CoreV1().Secrets(c.cfg.Namespace)
-	ref := klog.KRef(c.cfg.Namespace, c.cfg.SecretName)
-	secret, err := secrets.Get(ctx, c.cfg.SecretName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		st, err := c.fresh(now)
-		if err != nil {
-			return nil, err
-		}
-		created, err := secrets.Create(ctx, c.toSecret(st, nil), metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			// Another replica was first: use its certificates.
-			created, err = secrets.Get(ctx, c.cfg.SecretName, metav1.GetOptions{})
-		} else if err == nil {
-			logger.Info("Created the conversion webhook's certificates", "secret", ref, "caNotAfter", st.ca.cert.NotAfter)
-			c.event(created, EventWebhookCertsCreated, "Created a CA and a serving certificate for the conversion webhook")
-		}
-		if err != nil {
-			return nil, fmt.Errorf("creating Secret %s: %w", ref, err)
-		}
-		secret = created
-	case err != nil:
-		return nil, fmt.Errorf("reading Secret %s: %w", ref, err)
-	}
-	if secret.Labels[ManagedLabel] != managedLabelValue {
-		return nil, fmt.Errorf("Secret %s exists without the label %s=%s, so it is not the webhook's: delete it, or let the webhook use another name", ref, ManagedLabel, managedLabelValue)
-	}
-
-	return secret, nil
-}
-
 // plan returns the Secret's next state and why, or nil when nothing is due.
 // trusted is the CRD's caBundle (nil when the CRD takes none).
 func (c *Certs) plan(st *state, now time.Time, trusted []byte) (*state, string, string, error) {
@@ -357,68 +317,6 @@ func (c *Certs) plan(st *state, now time.Time, trusted []byte) (*state, string, 
 	return nil, "", "", nil
 }
 
-// fresh is a new CA and its serving certificate.
-func (c *Certs) fresh(now time.Time) (*state, error) {
-	ca, err := newCA(now, c.cfg.CALifetime)
-	if err != nil {
-		return nil, err
-	}
-	serving, err := newServing(ca, now, c.cfg.ServingLifetime, c.dnsNames, c.ips)
-	if err != nil {
-		return nil, err
-	}
-	return &state{ca: ca, serving: serving, bundle: ca.certPEM, stepAt: now}, nil
-}
-
-func fromSecret(s *corev1.Secret) (*state, error) {
-	ca, err := parseKeyPair(s.Data[keyCACert], s.Data[keyCAKey])
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", keyCACert, err)
-	}
-	serving, err := parseKeyPair(s.Data[keyServingCert], s.Data[keyServingKey])
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", keyServingCert, err)
-	}
-	st := &state{ca: ca, serving: serving, bundle: s.Data[keyBundle]}
-	if _, ok := s.Data[keyNextCACert]; ok {
-		if st.next, err = parseKeyPair(s.Data[keyNextCACert], s.Data[keyNextCAKey]); err != nil {
-			return nil, fmt.Errorf("%s: %w", keyNextCACert, err)
-		}
-	}
-	if cas, err := parseBundle(st.bundle); err != nil || len(cas) == 0 {
-		return nil, fmt.Errorf("%s: no certificates (%v)", keyBundle, err)
-	}
-	if st.stepAt, err = time.Parse(time.RFC3339, s.Annotations[stepAnnotation]); err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", stepAnnotation, err)
-	}
-	return st, nil
-}
-
-// toSecret writes st into old (a copy), or into a new Secret.
-func (c *Certs) toSecret(st *state, old *corev1.Secret) *corev1.Secret {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: c.cfg.SecretName, Namespace: c.cfg.Namespace}, Type: corev1.SecretTypeOpaque}
-	if old != nil {
-		s = old.DeepCopy()
-	}
-	if s.Labels == nil {
-		s.Labels = map[string]string{}
-	}
-	s.Labels[ManagedLabel] = managedLabelValue
-	if s.Annotations == nil {
-		s.Annotations = map[string]string{}
-	}
-	s.Annotations[stepAnnotation] = st.stepAt.UTC().Format(time.RFC3339Nano)
-	s.Data = map[string][]byte{
-		keyCACert: st.ca.certPEM, keyCAKey: st.ca.keyPEM,
-		keyServingCert: st.serving.certPEM, keyServingKey: st.serving.keyPEM,
-		keyBundle: st.bundle,
-	}
-	if st.next != nil {
-		s.Data[keyNextCACert], s.Data[keyNextCAKey] = st.next.certPEM, st.next.keyPEM
-	}
-	return s
-}
-
 // load serves kp from the next handshake on.
 func (c *Certs) load(kp *keyPair) error {
 	c.mu.Lock()
@@ -433,70 +331,6 @@ func (c *Certs) load(kp *keyPair) error {
 	c.serving.Store(&cert)
 	c.loaded = kp.certPEM
 	return nil
-}
-
-// readCRD returns the CRD and its caBundle when its conversion goes through
-// a webhook; nil, nil when there is no such CRD or it converts nothing
-// (manifests/crd.yaml, v1 alone), which is left alone.
-func (c *Certs) readCRD(ctx context.Context) (*apiextensionsv1.CustomResourceDefinition, []byte, error) {
-	if c.cfg.CRDs == nil {
-		return nil, nil, nil
-	}
-	crd, err := c.cfg.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, c.cfg.CRDName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading CRD %s: %w", c.cfg.CRDName, err)
-	}
-	conv := crd.Spec.Conversion
-	if conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter || conv.Webhook == nil || conv.Webhook.ClientConfig == nil {
-		return nil, nil, nil
-	}
-	return crd, conv.Webhook.ClientConfig.CABundle, nil
-}
-
-// patchCRD writes bundle (and, with LoopbackURL, the URL) into the CRD's
-// clientConfig if it differs.
-func (c *Certs) patchCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, bundle []byte) error {
-	if crd == nil {
-		return nil
-	}
-	cc := crd.Spec.Conversion.Webhook.ClientConfig
-	clientConfig := map[string]any{}
-	if !bytes.Equal(cc.CABundle, bundle) {
-		clientConfig["caBundle"] = bundle // JSON: base64
-	}
-	if c.cfg.LoopbackURL != "" && (cc.URL == nil || *cc.URL != c.cfg.LoopbackURL || cc.Service != nil) {
-		clientConfig["url"], clientConfig["service"] = c.cfg.LoopbackURL, nil
-	}
-	if len(clientConfig) == 0 {
-		return nil
-	}
-	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"conversion": map[string]any{"webhook": map[string]any{"clientConfig": clientConfig}}}})
-	if err != nil {
-		return err
-	}
-	// The resourceVersion makes it a compare-and-swap: a replica with an
-	// old view of the CRD gets a conflict, not the last word.
-	patch, err = addResourceVersion(patch, crd.ResourceVersion)
-	if err != nil {
-		return err
-	}
-	if _, err := c.cfg.CRDs.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, c.cfg.CRDName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("patching CRD %s's conversion webhook clientConfig: %w", c.cfg.CRDName, err)
-	}
-	klog.FromContext(ctx).Info("Patched the CRD's conversion webhook clientConfig", "crd", c.cfg.CRDName, "caBundleChanged", clientConfig["caBundle"] != nil, "url", c.cfg.LoopbackURL)
-	return nil
-}
-
-func addResourceVersion(patch []byte, rv string) ([]byte, error) {
-	var m map[string]any
-	if err := json.Unmarshal(patch, &m); err != nil {
-		return nil, err
-	}
-	m["metadata"] = map[string]any{"resourceVersion": rv}
-	return json.Marshal(m)
 }
 
 func (c *Certs) event(secret *corev1.Secret, reason, note string) {

@@ -19,7 +19,8 @@ limitations under the License.
 // between webapp.ydzs.io/v1 and v2 with the functions of
 // pkg/apis/webapp/v1/conversion.go, a TLS server for it, and the
 // certificates it serves (a CA and a serving certificate kept in a Secret,
-// the CA injected into the CRD, rotated before they expire; certs.go).
+// the CA injected into the CRD, rotated before they expire; certs.go,
+// secret.go and cabundle.go).
 // docs/api-versions.md tells how it is deployed.
 package webhook
 
