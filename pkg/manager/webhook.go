@@ -24,6 +24,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -112,12 +113,18 @@ func (m *manager) serveWebhook(ctx context.Context) error {
 func webhookWanted(ctx context.Context, crds apiextensionsclient.Interface) bool {
 	logger := klog.FromContext(ctx)
 	crd, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, webhook.DefaultCRDName, metav1.GetOptions{})
+	// The usual cases (crd.yaml; no CRD, which the preflight reports in
+	// its one line) are logged at -v=2, so that they add nothing to the
+	// output of a controller that is fine, or fails for another reason.
 	switch {
+	case apierrors.IsNotFound(err):
+		logger.V(2).Info("Conversion webhook off: no CRD", "crd", webhook.DefaultCRDName)
+		return false
 	case err != nil:
 		logger.Info("Conversion webhook off: cannot read the CRD", "crd", webhook.DefaultCRDName, "err", err)
 		return false
 	case crd.Spec.Conversion == nil || crd.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter:
-		logger.Info("Conversion webhook off: the CRD converts nothing (manifests/crd.yaml)", "crd", webhook.DefaultCRDName)
+		logger.V(2).Info("Conversion webhook off: the CRD converts nothing (manifests/crd.yaml)", "crd", webhook.DefaultCRDName)
 		return false
 	}
 	return true
