@@ -367,6 +367,9 @@ func scenarios(t *testing.T, im impl) map[string]bookState {
 	before := resourceVersions(t, ns)
 	proc = startController(t, im, ns)
 	framework.Eventually(t, im.name+" to be ready after a restart", framework.AnswersOK(proc.addrs.probe, "/readyz"))
+	// controller-runtime starts its metrics server beside the probes, not
+	// before them: ready does not mean it answers yet.
+	framework.Eventually(t, im.name+"'s metrics to answer after a restart", framework.AnswersOK(proc.addrs.metrics, "/metrics"))
 	framework.Eventually(t, fmt.Sprintf("the restarted %s to sync the %d Books", im.name, len(state)), func(context.Context) error {
 		n := successfulReconciles(t, proc.addrs.metrics, im.reconciles)
 		return poll.Done(n >= float64(len(state)), "%v successful reconciles", n)
