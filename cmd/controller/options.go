@@ -259,6 +259,33 @@ func (o *options) validate() error {
 		return fmt.Errorf("--resync-period must be 0 (off) or positive, got %s", m.ResyncPeriod)
 	case m.Controller.ConflictRecheck <= 0:
 		return fmt.Errorf("--conflict-recheck must be positive, got %s", m.Controller.ConflictRecheck)
+	case m.MetricsCertDir != "" && !m.MetricsSecure:
+		return fmt.Errorf("--metrics-cert-dir %q is only used with --metrics-secure: add --metrics-secure, or drop --metrics-cert-dir", m.MetricsCertDir)
+	// fork:begin v2
+	case m.Webhook.Loopback && m.Webhook.CertDir != "":
+		return fmt.Errorf("--webhook-loopback needs the webhook's own certificates, whose CA it writes into the CRD with the URL: drop --webhook-cert-dir, or --webhook-loopback")
+	// fork:end v2
+	case m.Namespace != "" && len(m.Namespace) > 63:
+		return fmt.Errorf("--namespace %q is longer than 63 characters and cannot name a namespace", m.Namespace)
+	}
+	if err := o.validateRates(); err != nil {
+		return err
+	}
+	if err := validateLeaderElection(le); err != nil {
+		return err
+	}
+	// fork:begin ui
+	if err := o.validateUISourceURL(); err != nil {
+		return err
+	}
+	// fork:end ui
+	return nil
+}
+
+// validateRates checks the client-side limits of API requests and Events.
+func (o *options) validateRates() error {
+	m := &o.mgr
+	switch {
 	case o.qps == 0:
 		// client-go reads a QPS of 0 as "unset" and applies its default of 5.
 		return fmt.Errorf("--kube-api-qps must be positive, or -1 to disable client-side rate limiting; got 0, which client-go would turn into 5")
@@ -270,6 +297,14 @@ func (o *options) validate() error {
 		return fmt.Errorf("--event-qps must be 0 (no limit) or positive, got %v", m.EventQPS)
 	case m.EventQPS > 0 && m.EventBurst < 1:
 		return fmt.Errorf("--event-burst must be at least 1, got %d", m.EventBurst)
+	}
+	return nil
+}
+
+// validateLeaderElection checks the Lease timings against each other, as
+// client-go's leaderelection would refuse them at start.
+func validateLeaderElection(le *manager.LeaderElection) error {
+	switch {
 	case le.LeaseDuration <= le.RenewDeadline:
 		return fmt.Errorf("--leader-elect-lease-duration (%s) must be longer than --leader-elect-renew-deadline (%s)",
 			le.LeaseDuration, le.RenewDeadline)
@@ -280,20 +315,7 @@ func (o *options) validate() error {
 			le.RenewDeadline, leaderelection.JitterFactor, le.RetryPeriod)
 	case le.ID == "":
 		return fmt.Errorf("--leader-elect-id must not be empty")
-	case m.MetricsCertDir != "" && !m.MetricsSecure:
-		return fmt.Errorf("--metrics-cert-dir %q is only used with --metrics-secure: add --metrics-secure, or drop --metrics-cert-dir", m.MetricsCertDir)
-	// fork:begin v2
-	case m.Webhook.Loopback && m.Webhook.CertDir != "":
-		return fmt.Errorf("--webhook-loopback needs the webhook's own certificates, whose CA it writes into the CRD with the URL: drop --webhook-cert-dir, or --webhook-loopback")
-	// fork:end v2
-	case m.Namespace != "" && len(m.Namespace) > 63:
-		return fmt.Errorf("--namespace %q is longer than 63 characters and cannot name a namespace", m.Namespace)
 	}
-	// fork:begin ui
-	if err := o.validateUISourceURL(); err != nil {
-		return err
-	}
-	// fork:end ui
 	return nil
 }
 
