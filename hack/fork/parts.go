@@ -54,7 +54,7 @@ var parts = map[string]part{
 			"manifests/manager/webhook_service.yaml", "manifests/manager/webhook_network_policy.yaml",
 		}},
 	"fork": {always: true, why: "this command, its test and its page",
-		paths: []string{"hack/fork", "hack/test-fork.sh", "docs/fork.md", ".ci"}},
+		paths: []string{"hack/fork", "hack/test-fork.sh", "hack/test-failures.awk", "docs/fork.md", ".ci"}},
 	"twin": {why: "the controller-runtime twin and the parity test",
 		paths: []string{"examples/controller-runtime", "test/integration/parity", "test/integration/framework/twin.go", "docs/controller-runtime.md"}},
 	"bench": {why: "the benchmark and its results",
