@@ -236,6 +236,13 @@ func (e *Env) installCRDBeforeGC(ctx context.Context, file string) error {
 	if err := InstallCRDFile(ctx, e.Extensions, file); err != nil {
 		return err
 	}
+	return e.RestartControllerManager(ctx)
+}
+
+// RestartControllerManager stops kube-controller-manager and starts it
+// again: its garbage collector then watches every resource the API server
+// serves now, without waiting for its next discovery.
+func (e *Env) RestartControllerManager(ctx context.Context) error {
 	if err := e.Cluster.KillControllerManager(); err != nil {
 		return fmt.Errorf("restarting kube-controller-manager: %w", err)
 	}

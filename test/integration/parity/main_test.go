@@ -27,6 +27,8 @@ import (
 	"os"
 	"testing"
 
+	"k8s.io/client-go/rest" // fork:line v2
+
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -53,6 +55,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+
+	// Through v1, every request of TestParityThroughConversion is answered
+	// with the deprecation warning: not logged thousands of times.
+	rest.SetDefaultWarningHandler(rest.NoWarnings{}) // fork:line v2
 
 	// The control plane starts without the Book CRD so that both binaries
 	// can be seen refusing to start; TestParity installs it.

@@ -84,8 +84,12 @@ func impls() []impl {
 			args: func(ns string, a addrs) []string {
 				// Free ports for probes and metrics: the defaults (kubebuilder's
 				// :8081 among them) can't be shared by concurrent runs.
-				return append([]string{"--kubeconfig", kubeconfig, "--namespace", ns, "--workers", "2",
-					"--health-probe-bind-address", a.probe, "--metrics-bind-address", a.metrics}, recheck...)
+				args := []string{"--kubeconfig", kubeconfig, "--namespace", ns, "--workers", "2",
+					"--health-probe-bind-address", a.probe, "--metrics-bind-address", a.metrics}
+				// The twin neither serves a conversion webhook nor migrates
+				// storage: TestParityThroughConversion runs the webhook apart.
+				args = append(args, "--webhook-bind-address=0", "--storage-migration=false") // fork:line v2
+				return append(args, recheck...)
 			},
 			reconciles: "book_controller_reconcile_total",
 		},
@@ -145,7 +149,36 @@ func TestParity(t *testing.T) {
 	if err := env.InstallCRDBeforeGC(ctx); err != nil {
 		t.Fatal(err)
 	}
+	compare(t, all)
+}
 
+// fork:begin v2
+// TestParityThroughConversion runs the scenarios again once the Book CRD is
+// manifests/crd-v2.yaml, which stores v2: both controllers still read and
+// write v1, every request converted by this build's webhook (run as
+// --webhook-only), and their final states must still match.
+func TestParityThroughConversion(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := framework.InstallCRD(ctx, env.Extensions); err != nil { // if TestParity did not
+		t.Fatal(err)
+	}
+	env.SwitchCRD(t, framework.CRDV2File)
+	// The garbage collector finds the new version only at its next
+	// discovery: restarted, it watches it from the first moment.
+	if err := env.RestartControllerManager(ctx); err != nil {
+		t.Fatal(err)
+	}
+	env.StartWebhookOnly(t, ours)
+	compare(t, impls())
+}
+
+// fork:end v2
+
+// compare runs the scenarios against every controller concurrently, each
+// in a namespace of its own, and compares the final states.
+func compare(t *testing.T, all []impl) {
+	t.Helper()
 	var mu sync.Mutex
 	states := map[string]map[string]bookState{}
 	t.Run("scenarios", func(t *testing.T) {

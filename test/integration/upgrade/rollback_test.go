@@ -17,7 +17,6 @@ limitations under the License.
 package upgrade_test
 
 import (
-	"context"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -28,7 +27,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -101,8 +99,7 @@ func (r *release) rollBack(t *testing.T) {
 	if code, err := r.newer.Wait(framework.Timeout); err != nil || code != 0 {
 		t.Fatalf("this build after SIGTERM: exit code %d, %v", code, err)
 	}
-	startWebhookOnly(t)
-	framework.Eventually(t, "v1 reads through the webhook-only process", v1ListWorks(r.ns))
+	env.StartWebhookOnly(t, binary)
 	r.old = env.StartReplica(t, r.oldBinary, lastV1Release+"-again", framework.ReplicaOptions{Namespace: r.ns, LeaseID: leaseID, Release: true})
 	env.WaitForLeaseHolder(t, r.ns, leaseID, r.old)
 	start := time.Now()
@@ -113,22 +110,6 @@ func (r *release) rollBack(t *testing.T) {
 	t.Logf("after the rollback, %s converged the edits in %v", lastV1Release, time.Since(start).Round(time.Millisecond))
 	writes.expect(t, before, want)
 	r.expectV2FieldsKept(t)
-}
-
-// startWebhookOnly runs this build with --webhook-only, and returns once it
-// is ready.
-func startWebhookOnly(t *testing.T) {
-	probe := framework.FreeAddr(t)
-	p := framework.StartProcess(t, "webhook-only", binary, "--kubeconfig", env.Cluster.KubeconfigPath(),
-		"--webhook-only", "--webhook-loopback", "--webhook-bind-address", framework.FreeAddr(t),
-		"--health-probe-bind-address", probe, "--metrics-bind-address", "0")
-	poll.Eventually(t, "the webhook-only process to be ready", framework.PollInterval, framework.Timeout, func(context.Context) error {
-		if !p.Running() {
-			t.Fatalf("the webhook-only process exited:\n%s", p.Tail(30))
-		}
-		code, body, err := framework.HTTPGet(probe, "/readyz")
-		return poll.Done(err == nil && code == 200, "/readyz: %d %q %v", code, body, err)
-	})
 }
 
 // expectV2FieldsKept: every Book edited through v2, during the upgrade or

@@ -17,7 +17,6 @@ limitations under the License.
 package upgrade_test
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"strconv"
@@ -52,11 +51,11 @@ const migrationTimeout = 8 * time.Minute
 // once, by whichever controller led, and the others not at all.
 func (r *release) upgrade(t *testing.T) {
 	writes := watchWrites(t, r.ns)
-	switchCRD(t, framework.CRDV2File)
+	env.SwitchCRD(t, framework.CRDV2File)
 	framework.Eventually(t, "storedVersions [v1 v2]", storedVersionsAre("v1", "v2"))
 	newer := env.StartReplica(t, binary, "this-build", framework.ReplicaOptions{Namespace: r.ns, LeaseID: leaseID,
 		Args: []string{"--webhook-loopback"}})
-	framework.Eventually(t, "v1 reads through this build's conversion webhook", v1ListWorks(r.ns))
+	framework.Eventually(t, "v1 reads through this build's conversion webhook", env.V1ListWorks(r.ns))
 	want := r.editThroughBothVersions(t, "upgrade", 20)
 	framework.Eventually(t, "the edits in their ConfigMaps, written by "+lastV1Release, configMapsHold(r.ns, want))
 
@@ -148,15 +147,6 @@ func (r *release) editV2Price(t *testing.T, name string) int {
 
 // v2Author is the author an edit through v2 gives, which v1 cannot say.
 const v2Author = "Edited Through V2"
-
-// v1ListWorks is a check that Books can be listed as v1, which needs the
-// conversion webhook once the CRD stores v2.
-func v1ListWorks(ns string) poll.Check {
-	return func(ctx context.Context) error {
-		_, err := env.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{Limit: 1})
-		return err
-	}
-}
 
 // logMigrations logs each Book StorageVersionMigration: when it was
 // created and when it succeeded or failed, counted from since.

@@ -29,7 +29,6 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
@@ -169,28 +168,6 @@ func releaseExamples(t *testing.T) []string {
 		t.Fatalf("%s has no v1 examples in manifests/examples/", lastV1Commit)
 	}
 	return files
-}
-
-// switchCRD gives the Book CRD the spec of manifests/<file>, as `kubectl
-// apply` of the new release does.
-func switchCRD(t *testing.T, file string) {
-	want, err := framework.LoadCRDFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crds := env.Extensions.ApiextensionsV1().CustomResourceDefinitions()
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		crd, err := crds.Get(t.Context(), want.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		crd.Spec = want.Spec
-		_, err = crds.Update(t.Context(), crd, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("switching the CRD to manifests/%s: %v", file, err)
-	}
 }
 
 // storedVersionsAre is a check of the Book CRD's status.storedVersions.

@@ -1,0 +1,83 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package framework
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"ydzs.io/book-controller/internal/poll"
+)
+
+// SwitchCRD gives the installed Book CRD the spec of manifests/<file>, as
+// `kubectl apply` of another release's CRD does.
+func (e *Env) SwitchCRD(t testing.TB, file string) {
+	t.Helper()
+	want, err := LoadCRDFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := e.Extensions.ApiextensionsV1().CustomResourceDefinitions()
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd, err := crds.Get(context.Background(), want.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		crd.Spec = want.Spec
+		_, err = crds.Update(context.Background(), crd, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("switching the Book CRD to manifests/%s: %v", file, err)
+	}
+}
+
+// StartWebhookOnly runs bin (this build of the controller) with
+// --webhook-only and --webhook-loopback, so that the API server converts
+// Books through it, and returns once it is ready and a v1 list of Books
+// works. It is stopped at the end of the test.
+func (e *Env) StartWebhookOnly(t testing.TB, bin string) *Process {
+	t.Helper()
+	probe := FreeAddr(t)
+	p := StartProcess(t, "webhook-only", bin, "--kubeconfig", e.Cluster.KubeconfigPath(),
+		"--webhook-only", "--webhook-loopback", "--webhook-bind-address", FreeAddr(t),
+		"--health-probe-bind-address", probe, "--metrics-bind-address", "0")
+	Eventually(t, "the webhook-only process to be ready", func(context.Context) error {
+		if !p.Running() {
+			t.Fatalf("the webhook-only process exited:\n%s", p.Tail(30))
+		}
+		code, body, err := HTTPGet(probe, "/readyz")
+		return poll.Done(err == nil && code == 200, "/readyz: %d %q %v", code, body, err)
+	})
+	Eventually(t, "a v1 list of Books through the webhook", e.V1ListWorks(""))
+	return p
+}
+
+// V1ListWorks is a check that Books in ns ("" for all) can be listed as v1,
+// which needs the conversion webhook once the CRD stores v2.
+func (e *Env) V1ListWorks(ns string) poll.Check {
+	return func(ctx context.Context) error {
+		if _, err := e.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			return fmt.Errorf("listing Books as v1: %w", err)
+		}
+		return nil
+	}
+}
