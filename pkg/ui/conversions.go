@@ -141,20 +141,22 @@ func (k *keptReview) export() ConversionReview {
 		Objects: k.Objects, Books: k.Names, Result: k.Result, Message: k.Message, TookSeconds: k.Duration.Seconds()}
 }
 
-// conversionSteps are the kept reviews that name key, oldest first, as
-// steps of its journey.
-func (c *conversionLog) conversionSteps(key cache.ObjectName) []Step {
+// conversionSteps are the latest kept reviews that name key, at most
+// limit (a journey's own steps are bounded alike), oldest first, as steps
+// of its journey.
+func (c *conversionLog) conversionSteps(key cache.ObjectName, limit int) []Step {
 	var out []Step
 	name := key.String()
-	kept := c.kept()
-	for i := len(kept) - 1; i >= 0; i-- {
-		k := kept[i]
-		if !slices.Contains(k.Names, name) {
-			continue
+	for _, k := range c.kept() {
+		if len(out) == limit {
+			break
 		}
-		out = append(out, Step{At: k.At.UTC(), Kind: stepConversion, Result: k.Result, Error: k.Message,
-			TookSeconds: k.Duration.Seconds(), DesiredAPIVersion: k.DesiredAPIVersion, FromVersions: k.FromVersions, Objects: k.Objects})
+		if slices.Contains(k.Names, name) {
+			out = append(out, Step{At: k.At.UTC(), Kind: stepConversion, Result: k.Result, Error: k.Message,
+				TookSeconds: k.Duration.Seconds(), DesiredAPIVersion: k.DesiredAPIVersion, FromVersions: k.FromVersions, Objects: k.Objects})
+		}
 	}
+	slices.Reverse(out)
 	return out
 }
 

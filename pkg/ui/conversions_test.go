@@ -156,4 +156,13 @@ func TestJourneyShowsTheBooksConversions(t *testing.T) {
 			t.Errorf("step %d echoes %v, want the write at %d", i, e, wantWrite)
 		}
 	}
+
+	// A journey shows at most StepsPerBook conversions, the latest.
+	for i := range 40 {
+		r.Reviewed(webhook.Review{At: t0.Add(time.Minute + time.Duration(i)*time.Second), Names: []string{"default/demo"}, Result: webhook.ResultSuccess})
+	}
+	j, _ = r.Journey(demo)
+	if last := j.Path[len(j.Path)-1]; j.Conversions != DefaultStepsPerBook || !last.At.Equal(t0.Add(time.Minute+39*time.Second)) {
+		t.Errorf("after 40 more: %d conversions, the last at %v; want %d, the latest", j.Conversions, last.At, DefaultStepsPerBook)
+	}
 }

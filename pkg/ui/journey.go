@@ -270,7 +270,7 @@ func (r *Recorder) Journey(key cache.ObjectName) (Journey, bool) {
 		out.Path = append(out.Path, st)
 	}
 	// fork:begin v2
-	conv := r.conversions.conversionSteps(key)
+	conv := r.conversions.conversionSteps(key, r.opts.StepsPerBook)
 	out.Conversions, out.Path = len(conv), mergeByTime(out.Path, conv)
 	// fork:end v2
 	return out, true

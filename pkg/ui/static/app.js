@@ -88,7 +88,8 @@ function drawConversions(c) {
     const tr = document.createElement("tr");
     const from = (v.fromVersions || []).map(version).join(", ") || "?";
     const books = (v.books || []).join(", ") + (v.objects > (v.books || []).length ? ", …" : "");
-    const cells = [v.at.slice(11, 23), `${from} → ${version(v.desiredAPIVersion)}`,
+    const versions = v.desiredAPIVersion ? `${from} → ${version(v.desiredAPIVersion)}` : "—";
+    const cells = [v.at.slice(11, 23), versions,
       books ? `${v.objects}: ${books}` : String(v.objects), v.message ? `${v.result}: ${v.message}` : v.result, fmtSec(v.tookSeconds)];
     for (const text of cells) {
       const td = document.createElement("td"); td.textContent = text; tr.append(td);
