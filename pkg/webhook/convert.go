@@ -32,6 +32,7 @@ import (
 	"mime"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -106,7 +107,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, message, http.StatusInternalServerError)
 		}
 		h.metrics.observe(result, time.Since(start))
-		h.report(start, req.Objects, string(req.UID), req.DesiredAPIVersion, result, message)
+		h.report(w, start, req.Objects, string(req.UID), req.DesiredAPIVersion, result, message)
 	}()
 
 	review, bad := h.readReview(w, r)
@@ -134,6 +135,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	// With its length declared, the answer is whole once flushed: the API
+	// server need not wait for the observer (observer.go) to return.
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	_, _ = w.Write(data)
 }
 

@@ -18,6 +18,7 @@ package webhook
 
 import (
 	"encoding/json"
+	"net/http"
 	"slices"
 	"time"
 
@@ -30,9 +31,10 @@ import (
 // unless SetObserver gave it one; then the Handler reads the objects'
 // versions and names for it after answering, and otherwise does nothing
 // more. Reviewed is called from the HTTP server's goroutines, concurrently,
-// after the answer is written: it must be safe for concurrent use and must
-// not block, for the API server's next call waits behind it on that
-// connection.
+// once the answer is sent (a review's answer declares its length, so the
+// API server has it whole): it must be safe for concurrent use, and must
+// not block, for the API server's next call on that connection waits
+// behind it.
 type Observer interface {
 	Reviewed(Review)
 }
@@ -70,14 +72,20 @@ func (h *Handler) SetObserver(o Observer) { h.observer = o }
 
 // report tells the observer, if any, of a review and its answer; objects,
 // uid and desired are empty for what was not a review.
-func (h *Handler) report(start time.Time, objects []runtime.RawExtension, uid, desired, result, message string) {
+func (h *Handler) report(w http.ResponseWriter, start time.Time, objects []runtime.RawExtension, uid, desired, result, message string) {
 	if h.observer == nil {
 		return
 	}
 	// Timed before the objects are read again, so that the duration is
 	// the answer's, as the metrics' is.
+	d := time.Since(start)
+	// The answer goes out before the objects are read again: a review's
+	// declares its length, so the API server has it whole.
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
 	rv := Review{At: start, UID: uid, DesiredAPIVersion: desired, Objects: len(objects), Result: result,
-		Message: message, Duration: time.Since(start)}
+		Message: message, Duration: d}
 	rv.FromVersions, rv.Names = describeObjects(objects)
 	h.observer.Reviewed(rv)
 }

@@ -17,13 +17,16 @@ limitations under the License.
 package webhook
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -109,5 +112,72 @@ func TestNoObserver(t *testing.T) {
 	}
 	if len(obs.got) != 0 {
 		t.Errorf("told of %d reviews after SetObserver(nil)", len(obs.got))
+	}
+}
+
+// blockingObserver holds each review until released.
+type blockingObserver struct{ release chan struct{} }
+
+func (o blockingObserver) Reviewed(Review) { <-o.release }
+
+// TestAnswerDoesNotWaitForTheObserver: over HTTP, the API server has the
+// whole answer while the observer still holds the review.
+func TestAnswerDoesNotWaitForTheObserver(t *testing.T) {
+	h, _ := newTestHandler()
+	obs := blockingObserver{release: make(chan struct{})}
+	h.SetObserver(obs)
+	srv := httptest.NewServer(h.Mux())
+	defer srv.Close()
+	defer close(obs.release) // before srv.Close, which waits for the handler
+
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := srv.Client().Post(srv.URL+Path, "application/json", bytes.NewReader(reviewBody(t, v1Version, raw(t, v2Book("a")))))
+		if err == nil {
+			var body []byte
+			body, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil && (resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"status":"Success"`)) {
+				err = fmt.Errorf("%s: %s", resp.Status, body)
+			}
+		}
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the answer waited for the observer")
+	}
+}
+
+type discard struct{}
+
+func (discard) Reviewed(Review) {}
+
+// BenchmarkReview100Books: what the observer adds to a review of 100 v2
+// Books converted to v1 (reading each object's header again).
+func BenchmarkReview100Books(b *testing.B) {
+	objs := make([]runtime.RawExtension, 100)
+	for i := range objs {
+		objs[i] = raw(&testing.T{}, v2Book(fmt.Sprint("b", i)))
+	}
+	body := reviewBody(&testing.T{}, v1Version, objs...)
+	for _, c := range []struct {
+		name string
+		obs  Observer
+	}{{"observer=nil", nil}, {"observer=discard", discard{}}} {
+		b.Run(c.name, func(b *testing.B) {
+			h, _ := newTestHandler()
+			h.SetObserver(c.obs)
+			b.ReportAllocs()
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				h.ServeHTTP(httptest.NewRecorder(), req)
+			}
+		})
 	}
 }
