@@ -234,10 +234,12 @@ type Journey struct {
 	Steps   int    `json:"steps"`
 	Dropped int    `json:"dropped"`
 	Path    []Step `json:"path"`
+	// fork:begin v2
 
 	// Conversions counts the conversion steps in Path: not among Steps,
 	// they are merged in from the webhook's reviews kept.
-	Conversions int `json:"conversions,omitempty"` // fork:line v2
+	Conversions int `json:"conversions,omitempty"`
+	// fork:end v2
 }
 
 // Journey returns key's journey, or false when none is kept.

@@ -52,9 +52,11 @@ type Snapshot struct {
 	Books         []BookSummary      `json:"books"`
 	BooksTracked  int                `json:"booksTracked"`
 	GatherProblem string             `json:"gatherProblem,omitempty"`
+	// fork:begin v2
 
 	// Conversions are the conversion webhook's reviews (conversions.go).
-	Conversions ConversionFigures `json:"conversions"` // fork:line v2
+	Conversions ConversionFigures `json:"conversions"`
+	// fork:end v2
 }
 
 // InformerFigures are one informer's: the events its handler heard by

@@ -69,8 +69,8 @@ function drawPipeline(s) {
   drawLeader(s.leadership);
   drawConversions(s.conversions); // fork:line v2
 }
-
 // fork:begin v2
+
 // version is an apiVersion without its group: "webapp.ydzs.io/v2" is v2.
 function version(v) { return (v || "?").split("/").pop(); }
 
