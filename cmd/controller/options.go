@@ -135,6 +135,8 @@ func (o *options) serverFlags(fs *pflag.FlagSet) {
 		"Directory holding the webhook's tls.crt and tls.key (a cert-manager Certificate's Secret, mounted), reloaded when they change; the CRD's caBundle is then cert-manager's CA injector's to write. Empty: the webhook keeps its own CA and certificate in the Secret "+webhook.DefaultSecretName+" and writes the CA into the CRD.")
 	fs.BoolVar(&o.mgr.Webhook.Loopback, "webhook-loopback", o.mgr.Webhook.Loopback,
 		"Point the CRD's conversion webhook at https://127.0.0.1:<port>/convert instead of the Service: for a controller run outside the cluster, next to a local API server (make run).")
+	fs.BoolVar(&o.mgr.Webhook.Only, "webhook-only", o.mgr.Webhook.Only,
+		"Serve the conversion webhook, /metrics and the probes, and nothing else: no informers, no Lease, no controller. A Deployment of its own that keeps conversion available while the controller runs a build without a webhook, as after a rollback (docs/api-versions.md).")
 	// fork:end v2
 	// fork:begin ui
 	fs.StringVar(&o.mgr.UISourceURL, "ui-source-url", o.mgr.UISourceURL,
@@ -264,6 +266,10 @@ func (o *options) validate() error {
 	// fork:begin v2
 	case m.Webhook.Loopback && m.Webhook.CertDir != "":
 		return fmt.Errorf("--webhook-loopback needs the webhook's own certificates, whose CA it writes into the CRD with the URL: drop --webhook-cert-dir, or --webhook-loopback")
+	case m.Webhook.Only && (m.Webhook.Addr == "" || m.Webhook.Addr == "0"):
+		return fmt.Errorf("--webhook-only serves nothing with --webhook-bind-address %q: give it an address, or drop --webhook-only", m.Webhook.Addr)
+	case m.Webhook.Only && le.Enabled:
+		return fmt.Errorf("--webhook-only runs no controller, so it has no Lease to hold: drop --leader-elect (every replica serves the webhook)")
 	// fork:end v2
 	case m.Namespace != "" && len(m.Namespace) > 63:
 		return fmt.Errorf("--namespace %q is longer than 63 characters and cannot name a namespace", m.Namespace)

@@ -230,6 +230,8 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"--metrics-cert-dir=/certs"}, "--metrics-secure"},
 		{[]string{"--metrics-secure=maybe"}, "--metrics-secure"},
 		{[]string{"--webhook-loopback", "--webhook-cert-dir=/certs"}, "--webhook-loopback needs the webhook's own certificates"}, // fork:line v2
+		{[]string{"--webhook-only", "--webhook-bind-address=0"}, "--webhook-only serves nothing"},                                // fork:line v2
+		{[]string{"--webhook-only", "--leader-elect"}, "--webhook-only runs no controller"},                                      // fork:line v2
 		{[]string{"--ui-source-url=github.com/you/book-controller"}, "--ui-source-url"},                                          // fork:line ui
 		{[]string{"--ui-source-url=file:///src/"}, "absolute http(s) URL"},                                                       // fork:line ui
 		{[]string{"--kubeconfig"}, "--kubeconfig"},                                                                               // no value at all

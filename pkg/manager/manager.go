@@ -37,8 +37,9 @@ import (
 	"ydzs.io/book-controller/pkg/metrics"
 	"ydzs.io/book-controller/pkg/migration" // fork:line v2
 	"ydzs.io/book-controller/pkg/preflight"
-	"ydzs.io/book-controller/pkg/shard" // fork:line shards
-	"ydzs.io/book-controller/pkg/ui"    // fork:line ui
+	"ydzs.io/book-controller/pkg/shard"   // fork:line shards
+	"ydzs.io/book-controller/pkg/ui"      // fork:line ui
+	"ydzs.io/book-controller/pkg/webhook" // fork:line v2
 )
 
 // Config is everything Run needs. Defaults() holds the settings of the
@@ -160,18 +161,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// fork:begin shards
 	if m.sharded() {
-		// Each shard's informers and controller are built when its Lease
-		// is acquired, by its slot: a spare caches nothing.
-		steps = []step{
-			{"connect", m.connect},                // clients; a slot per shard, with its gate
-			{"serve the webhook", m.serveWebhook}, // on every replica, spares too // fork:line v2
-			{"preflight", m.preflight},            // and the API server filters by shard
-			{"serve endpoints", m.serveEndpoints}, // /metrics, /healthz, /readyz
-			{"serve the UI", m.serveUI},           // --ui-bind-address // fork:line ui
-			{"work", m.workShards},                // each shard while holding its Lease
-		}
+		steps = m.shardedSteps()
 	}
 	// fork:end shards
+	// fork:begin v2
+	if m.cfg.Webhook.Only {
+		steps = m.webhookOnlySteps()
+	}
+	// fork:end v2
 	for _, step := range steps {
 		klog.FromContext(ctx).V(4).Info("Manager step", "step", step.name)
 		if err := step.run(ctx); err != nil {
@@ -218,6 +215,8 @@ type manager struct {
 	// fork:begin v2
 	// migrator runs beside the stack with --storage-migration; else nil.
 	migrator *migration.Migrator
+	// webhookServer serves the conversion webhook; nil when it is off.
+	webhookServer *webhook.Server
 	// fork:end v2
 	// fork:begin shards
 	// With shards: their buckets, and a slot per shard, each with an
@@ -231,6 +230,23 @@ type manager struct {
 	// has stopped.
 	stops []func()
 }
+
+// fork:begin shards
+// shardedSteps are Run's steps with --shards: each shard's informers and
+// controller are built when its Lease is acquired, by its slot, so that a
+// spare caches nothing.
+func (m *manager) shardedSteps() []step {
+	return []step{
+		{"connect", m.connect},                // clients; a slot per shard, with its gate
+		{"serve the webhook", m.serveWebhook}, // on every replica, spares too // fork:line v2
+		{"preflight", m.preflight},            // and the API server filters by shard
+		{"serve endpoints", m.serveEndpoints}, // /metrics, /healthz, /readyz
+		{"serve the UI", m.serveUI},           // --ui-bind-address // fork:line ui
+		{"work", m.workShards},                // each shard while holding its Lease
+	}
+}
+
+// fork:end shards
 
 func (m *manager) onStop(f func()) { m.stops = append(m.stops, f) }
 
@@ -388,6 +404,11 @@ func (m *manager) probes() (synced func() bool, healthy func() error) {
 		return m.replica.Synced, m.replica.Healthy
 	}
 	// fork:end shards
+	// fork:begin v2
+	if m.stack == nil { // --webhook-only: nothing to cache, nor to lead
+		return func() bool { return true }, func() error { return nil }
+	}
+	// fork:end v2
 	leading := func() bool { return true }
 	healthy = func() error { return nil }
 	if m.elector != nil {

@@ -53,6 +53,9 @@ type Webhook struct {
 	// Certs tunes the certificates' lifetimes (for tests); zero values are
 	// pkg/webhook's defaults.
 	Certs webhook.CertConfig
+	// Only runs the webhook and nothing else: no informers, no Lease, no
+	// controller (webhookonly.go).
+	Only bool
 }
 
 // serveWebhook starts the conversion webhook, before the preflight and the
@@ -101,6 +104,7 @@ func (m *manager) serveWebhook(ctx context.Context) error {
 	}
 	srv.Serve(ctx)
 	m.onStop(srv.Stop)
+	m.webhookServer = srv
 	m.readyChecks = append(m.readyChecks, srv.Ready)
 	logger.Info("Serving the conversion webhook", "address", srv.Addr().String(), "certDir", wc.CertDir,
 		"namespace", webhookNamespace(wc), "loopback", wc.Loopback)

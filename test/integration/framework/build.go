@@ -75,6 +75,40 @@ func BuildTwin() (string, error) {
 
 // fork:end twin
 
+// fork:begin v2
+// BuildRevision builds cmd/controller as it was at the commit rev (a
+// release CHANGELOG.md names) into _output/revisions/<rev>/book-controller,
+// from `git archive` of that commit, unless it is there already, and
+// returns its path: the old controller of an upgrade or a rollback.
+func BuildRevision(rev string) (string, error) {
+	dir := filepath.Join(RepoRoot(), "_output", "revisions", rev)
+	bin := filepath.Join(dir, "book-controller")
+	if isFile(bin) {
+		return bin, nil
+	}
+	src := filepath.Join(dir, "src")
+	if err := os.RemoveAll(src); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	archive := exec.Command("sh", "-c", `git -C "$1" archive --format=tar "$2" | tar -x -C "$3"`, "sh", RepoRoot(), rev, src)
+	if out, err := archive.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("extracting commit %s (git archive; a shallow clone lacks it: fetch the history): %v\n%s", rev, err, out)
+	}
+	args := []string{"build", "-trimpath", "-tags", "grpcnotrace", "-gcflags=all=-dwarf=false", "-o", bin, "./cmd/controller"}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building commit %s (CGO_ENABLED=0 go %s in %s): %v\n%s", rev, strings.Join(args, " "), src, err, out)
+	}
+	return bin, nil
+}
+
+// fork:end v2
+
 func buildBinary(name, moduleDir, pkg string, flags ...string) (string, error) {
 	binDir := filepath.Join(RepoRoot(), "_output", "bin")
 	if err := os.MkdirAll(binDir, 0o755); err != nil {

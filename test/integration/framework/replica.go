@@ -64,6 +64,11 @@ type ReplicaOptions struct {
 	// fork:end shards
 	// Args are more flags (-v=2, --workers...).
 	Args []string
+	// fork:begin v2
+	// Release says the binary is an earlier release's (BuildRevision),
+	// which knows only the flags it had: no --disable-layers.
+	Release bool
+	// fork:end v2
 }
 
 // Replica is a controller process with leader election.
@@ -109,7 +114,9 @@ func (e *Env) StartReplica(t testing.TB, bin, name string, o ReplicaOptions) *Re
 		"--leader-elect-renew-deadline", o.Timings.RenewDeadline.String(),
 		"--leader-elect-retry-period", o.Timings.RetryPeriod.String(),
 		"--metrics-bind-address", r.MetricsAddr, "--health-probe-bind-address", r.ProbeAddr}...)
-	args = append(args, LayerArgs()...)
+	if !o.Release { // fork:line v2
+		args = append(args, LayerArgs()...)
+	} // fork:line v2
 	args = append(args, o.Args...)
 	r.Process = StartProcess(t, name, bin, args...)
 	// Look often: every test with replicas waits here for each one it starts.
