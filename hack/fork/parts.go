@@ -50,6 +50,7 @@ var parts = map[string]part{
 			"manifests/rbac/storage_migration_role.yaml",
 			"pkg/webhook", "pkg/manager/webhook.go", "pkg/manager/webhookonly.go", "test/integration/deploy/webhook_test.go",
 			"test/integration/upgrade",
+			"pkg/ui/conversions.go", "pkg/ui/conversions_test.go", "pkg/manager/webhook_test.go",
 			"manifests/rbac/webhook_role.yaml", "manifests/rbac/webhook_role_binding.yaml",
 			"manifests/rbac/webhook_cluster_role.yaml", "manifests/rbac/webhook_cluster_role_binding.yaml",
 			"manifests/manager/webhook_service.yaml", "manifests/manager/webhook_network_policy.yaml",

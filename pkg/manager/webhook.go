@@ -82,6 +82,7 @@ func (m *manager) serveWebhook(ctx context.Context) error {
 
 	// Each replica counts its own reviews, in the manager's registry.
 	handler := webhook.NewHandler(webhook.NewMetrics(m.metrics.registry), 0)
+	m.showConversions(handler) // fork:line ui
 	var getCert certGetter
 	// certCtx lasts until Run returns: the certificates are kept fresh while
 	// it lasts.
@@ -109,6 +110,19 @@ func (m *manager) serveWebhook(ctx context.Context) error {
 		"namespace", webhookNamespace(wc), "loopback", wc.Loopback)
 	return nil
 }
+
+// fork:begin ui
+// showConversions has the live view, when it is on, show each review the
+// webhook answers (docs/ui.md).
+func (m *manager) showConversions(h *webhook.Handler) {
+	if m.ui == nil {
+		return // and no nil *ui.Recorder in the Observer interface
+	}
+	h.SetObserver(m.ui)
+	m.ui.ConversionWebhookServing()
+}
+
+// fork:end ui
 
 // webhookWanted reports whether the Book CRD converts through a webhook.
 // Any doubt is "no": a CRD that cannot be read (missing: the preflight

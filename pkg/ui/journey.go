@@ -216,6 +216,14 @@ type Step struct {
 	TookSeconds    float64 `json:"tookSeconds,omitempty"`
 	BackoffSeconds float64 `json:"backoffSeconds,omitempty"`
 	RequeueAfter   float64 `json:"requeueAfterSeconds,omitempty"`
+	// fork:begin v2
+	// Conversion (a ConversionReview that named this Book, conversions.go):
+	// the version asked for, the objects' versions, how many objects the
+	// review held; its Result, Error and TookSeconds.
+	DesiredAPIVersion string   `json:"desiredAPIVersion,omitempty"`
+	FromVersions      []string `json:"fromVersions,omitempty"`
+	Objects           int      `json:"objects,omitempty"`
+	// fork:end v2
 }
 
 // Journey is a Book's recent steps, oldest first.
@@ -226,6 +234,12 @@ type Journey struct {
 	Steps   int    `json:"steps"`
 	Dropped int    `json:"dropped"`
 	Path    []Step `json:"path"`
+	// fork:begin v2
+
+	// Conversions counts the conversion steps in Path: not among Steps,
+	// they are merged in from the webhook's reviews kept.
+	Conversions int `json:"conversions,omitempty"`
+	// fork:end v2
 }
 
 // Journey returns key's journey, or false when none is kept.
@@ -257,6 +271,10 @@ func (r *Recorder) Journey(key cache.ObjectName) (Journey, bool) {
 		}
 		out.Path = append(out.Path, st)
 	}
+	// fork:begin v2
+	conv := r.conversions.conversionSteps(key, r.opts.StepsPerBook)
+	out.Conversions, out.Path = len(conv), mergeByTime(out.Path, conv)
+	// fork:end v2
 	return out, true
 }
 

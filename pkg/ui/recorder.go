@@ -102,6 +102,12 @@ type Recorder struct {
 	// and when: the gaps between attempts show the Reflector's backoff.
 	lastRelist   [numInformers]string
 	lastRelistAt [numInformers]int64
+	// fork:begin v2
+
+	// conversions are the conversion webhook's reviews (conversions.go),
+	// kept without mu: the webhook must not wait for the page.
+	conversions conversionLog
+	// fork:end v2
 }
 
 type busyWorker struct {

@@ -52,6 +52,11 @@ type Snapshot struct {
 	Books         []BookSummary      `json:"books"`
 	BooksTracked  int                `json:"booksTracked"`
 	GatherProblem string             `json:"gatherProblem,omitempty"`
+	// fork:begin v2
+
+	// Conversions are the conversion webhook's reviews (conversions.go).
+	Conversions ConversionFigures `json:"conversions"`
+	// fork:end v2
 }
 
 // InformerFigures are one informer's: the events its handler heard by
@@ -138,6 +143,7 @@ func (r *Recorder) Snapshot(gather prometheus.Gatherer) Snapshot {
 	s := Snapshot{Time: now.UTC(), SourceURL: r.opts.SourceURL, Informers: map[string]InformerFigures{}, Handlers: map[string]int64{}}
 	r.countEvents(&s)
 	r.snapshotLocked(&s, now.UnixNano())
+	s.Conversions = r.conversions.figures() // fork:line v2
 	if gather != nil {
 		families, err := gather.Gather()
 		if err != nil {

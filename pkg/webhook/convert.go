@@ -32,6 +32,7 @@ import (
 	"mime"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,7 +65,9 @@ var (
 // build it with NewHandler.
 type Handler struct {
 	metrics *Metrics
-	maxBody int64
+	// observer, when set, is told of each review (observer.go).
+	observer Observer
+	maxBody  int64
 	// convert converts one object; a seam for the tests of panics.
 	convert func(raw []byte, desired string) ([]byte, error)
 }
@@ -93,26 +96,31 @@ func (h *Handler) Mux() *http.ServeMux {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	logger := klog.FromContext(r.Context()).WithName("conversion")
-	result := ResultBadRequest
+	result, message := ResultBadRequest, ""
+	var req apiextensionsv1.ConversionRequest
 	defer func() {
 		if p := recover(); p != nil {
 			// A panic is a bug in the conversion: the API server gets a 500
 			// that says so, the process keeps serving.
-			result = ResultPanic
+			result, message = ResultPanic, fmt.Sprintf("conversion webhook: internal error: %v", p)
 			logger.Error(nil, "Conversion panicked", "panic", p, "stack", string(debug.Stack()))
-			http.Error(w, fmt.Sprintf("conversion webhook: internal error: %v", p), http.StatusInternalServerError)
+			http.Error(w, message, http.StatusInternalServerError)
 		}
 		h.metrics.observe(result, time.Since(start))
+		h.report(w, start, req.Objects, string(req.UID), req.DesiredAPIVersion, result, message)
 	}()
 
-	review, ok := h.readReview(w, r)
-	if !ok {
+	review, bad := h.readReview(w, r)
+	if bad != nil {
+		message = bad.message
+		http.Error(w, bad.message, bad.code)
 		return
 	}
+	req = *review.Request
 	resp := h.review(review.Request)
 	result = ResultSuccess
 	if resp.Result.Status != metav1.StatusSuccess {
-		result = ResultFailure
+		result, message = ResultFailure, resp.Result.Message
 		logger.Info("Conversion refused", "uid", resp.UID, "desiredAPIVersion", review.Request.DesiredAPIVersion,
 			"objects", len(review.Request.Objects), "reason", resp.Result.Message)
 	}
@@ -122,56 +130,58 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	data, err := json.Marshal(out)
 	if err != nil {
-		result = ResultPanic
-		http.Error(w, fmt.Sprintf("conversion webhook: encoding the response: %v", err), http.StatusInternalServerError)
+		result, message = ResultPanic, fmt.Sprintf("conversion webhook: encoding the response: %v", err)
+		http.Error(w, message, http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	// With its length declared, the answer is whole once flushed: the API
+	// server need not wait for the observer (observer.go) to return.
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	_, _ = w.Write(data)
 }
 
+// badRequest is a request that is not a review: its 4xx and one-line
+// message.
+type badRequest struct {
+	code    int
+	message string
+}
+
 // readReview reads a ConversionReview with a request and a uid from r, or
-// answers with a 4xx and a one-line message and returns false.
-func (h *Handler) readReview(w http.ResponseWriter, r *http.Request) (*apiextensionsv1.ConversionReview, bool) {
+// returns why it is not one: the 4xx and one-line message to answer.
+func (h *Handler) readReview(w http.ResponseWriter, r *http.Request) (*apiextensionsv1.ConversionReview, *badRequest) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "conversion webhook: only POST is served", http.StatusMethodNotAllowed)
-		return nil, false
+		return nil, &badRequest{http.StatusMethodNotAllowed, "conversion webhook: only POST is served"}
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			http.Error(w, fmt.Sprintf("conversion webhook: Content-Type %q: only application/json is served", ct), http.StatusUnsupportedMediaType)
-			return nil, false
+			return nil, &badRequest{http.StatusUnsupportedMediaType, fmt.Sprintf("conversion webhook: Content-Type %q: only application/json is served", ct)}
 		}
 	}
 	// A declared length over the limit is refused before a byte of the body
 	// is read; an undeclared one (chunked) is cut at the limit.
 	if r.ContentLength > h.maxBody {
-		http.Error(w, fmt.Sprintf("conversion webhook: body of %d bytes is over the limit of %d", r.ContentLength, h.maxBody), http.StatusRequestEntityTooLarge)
-		return nil, false
+		return nil, &badRequest{http.StatusRequestEntityTooLarge, fmt.Sprintf("conversion webhook: body of %d bytes is over the limit of %d", r.ContentLength, h.maxBody)}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			http.Error(w, fmt.Sprintf("conversion webhook: body is over the limit of %d bytes", h.maxBody), http.StatusRequestEntityTooLarge)
-			return nil, false
+			return nil, &badRequest{http.StatusRequestEntityTooLarge, fmt.Sprintf("conversion webhook: body is over the limit of %d bytes", h.maxBody)}
 		}
-		http.Error(w, fmt.Sprintf("conversion webhook: reading the body: %v", err), http.StatusBadRequest)
-		return nil, false
+		return nil, &badRequest{http.StatusBadRequest, fmt.Sprintf("conversion webhook: reading the body: %v", err)}
 	}
 
 	var review apiextensionsv1.ConversionReview
 	if err := json.Unmarshal(body, &review); err != nil {
-		http.Error(w, fmt.Sprintf("conversion webhook: the body is not a ConversionReview: %v", oneLine(err)), http.StatusBadRequest)
-		return nil, false
+		return nil, &badRequest{http.StatusBadRequest, fmt.Sprintf("conversion webhook: the body is not a ConversionReview: %v", oneLine(err))}
 	}
 	if review.Request == nil || review.Request.UID == "" {
-		http.Error(w, "conversion webhook: the ConversionReview has no request, or its request no uid", http.StatusBadRequest)
-		return nil, false
+		return nil, &badRequest{http.StatusBadRequest, "conversion webhook: the ConversionReview has no request, or its request no uid"}
 	}
-
-	return &review, true
+	return &review, nil
 }
 
 // review converts every object of req, or none.
@@ -213,6 +223,11 @@ type header struct {
 func objectName(raw []byte) string {
 	var h header
 	_ = json.Unmarshal(raw, &h)
+	return h.name()
+}
+
+// name is the object's namespace/name, or "(unnamed)".
+func (h header) name() string {
 	switch {
 	case h.Metadata.Name == "":
 		return "(unnamed)"

@@ -65,6 +65,12 @@ func TestPageFollowsABook(t *testing.T) {
 	if before["leading"] == "" {
 		t.Fatalf("the page shows no leadership figure: %v", before)
 	}
+	// fork:begin v2
+	// With crd.yaml, Books convert through no webhook: its box says so.
+	if got := eval[string](t, b, "the conversion webhook's box", `document.getElementById("fig-conversion").textContent`); !strings.Contains(got, "not served here") || !strings.Contains(got, "reviews0") {
+		t.Errorf("the conversion webhook's box shows %q, want not served here and no review", got)
+	}
+	// fork:end v2
 
 	ctx := context.Background()
 	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "travel", "Dune", 10), metav1.CreateOptions{}); err != nil {

@@ -67,7 +67,38 @@ function drawPipeline(s) {
   drawWrites(s.writes || []);
   fill("fig-requests", Object.entries(s.requests || {}).sort().map(([code, n]) => [`requests ${code}`, fmtNum(n)]));
   drawLeader(s.leadership);
+  drawConversions(s.conversions); // fork:line v2
 }
+// fork:begin v2
+
+// version is an apiVersion without its group: "webapp.ydzs.io/v2" is v2.
+function version(v) { return (v || "?").split("/").pop(); }
+
+function drawConversions(c) {
+  if (!c) return;
+  const r = c.results || {};
+  const pairs = [
+    ["webhook", c.serving ? "served here" : "not served here (crd.yaml, or --webhook-bind-address 0)"],
+    ["reviews", String(c.reviews)], ["success / failure", `${r.success || 0} / ${r.failure || 0}`],
+    ["bad request / panic", `${r.bad_request || 0} / ${r.panic || 0}`], ["objects in them", String(c.objects)],
+  ];
+  if (c.dropped) pairs.push(["older, no longer kept", String(c.dropped)]);
+  fill("fig-conversion", pairs);
+  $("fig-reviews").tBodies[0].replaceChildren(...(c.recent || []).map((v) => {
+    const tr = document.createElement("tr");
+    const from = (v.fromVersions || []).map(version).join(", ") || "?";
+    const books = (v.books || []).join(", ") + (v.objects > (v.books || []).length ? ", …" : "");
+    const versions = v.desiredAPIVersion ? `${from} → ${version(v.desiredAPIVersion)}` : "—";
+    const cells = [v.at.slice(11, 23), versions,
+      books ? `${v.objects}: ${books}` : String(v.objects), v.message ? `${v.result}: ${v.message}` : v.result, fmtSec(v.tookSeconds)];
+    for (const text of cells) {
+      const td = document.createElement("td"); td.textContent = text; tr.append(td);
+    }
+    if (v.result !== "success") tr.className = "bad";
+    return tr;
+  }));
+}
+// fork:end v2
 
 function drawWorkers(w, q) {
   const busy = w.busy || [];
@@ -146,6 +177,14 @@ function describe(st, index) {
     const ans = st.error ? `${st.code || "no answer"}: ${st.error}` : `${st.code}, RV ${st.resourceVersion}`;
     return ["API write", `${st.verb} ${st.resource} → ${ans} (${fmtSec(st.tookSeconds)})`, st.error ? "bad" : ""];
   }
+  // fork:begin v2
+  case "conversion": {
+    const from = (st.fromVersions || []).map(version).join(", ") || "?";
+    let s = `the API server asked the webhook for ${from} → ${version(st.desiredAPIVersion)}, ${st.objects || 0} object(s): ${st.result} in ${fmtSec(st.tookSeconds)}`;
+    if (st.error) s += `: ${st.error}`;
+    return ["conversion", s, st.result === "success" ? "skip" : "bad"];
+  }
+  // fork:end v2
   case "sync": {
     let s = `${st.result} in ${fmtSec(st.tookSeconds)}`;
     if (st.refusal) s += ` (refused: ${st.refusal})`;
@@ -160,6 +199,9 @@ function describe(st, index) {
 function drawJourney(j) {
   $("timeline-title").textContent = `${j.namespace}/${j.name}`;
   $("timeline-note").textContent = j.dropped ? `${j.steps} steps; the oldest ${j.dropped} are no longer kept.` : `${j.steps} steps.`;
+  // fork:begin v2
+  if (j.conversions) $("timeline-note").textContent += ` With them, ${j.conversions} conversions of this Book by the webhook.`;
+  // fork:end v2
   const t0 = j.path.length ? Date.parse(j.path[0].at) : 0;
   $("timeline").replaceChildren(...j.path.map((st, i) => {
     const [kind, text, cls] = describe(st, i);

@@ -281,7 +281,7 @@ func (r *reviewTimes) quantiles() (p50, p99 time.Duration, n int) {
 // ServiceAccount with manifests/rbac's roles) against crd-v2.yaml with its
 // webhook on 127.0.0.1 (--webhook-loopback): it makes its own certificates
 // in the Secret, injects its CA, and then syncs a v2 Book it reads and
-// writes as v1, through its own webhook.
+// writes as v1, through its own webhook, which its live view shows.
 func TestControllerThroughTheWebhook(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
@@ -290,8 +290,8 @@ func TestControllerThroughTheWebhook(t *testing.T) {
 	env.WaitForAccess(t, cfg,
 		authorizationv1.ResourceAttributes{Verb: "update", Resource: "secrets", Namespace: controllerNS, Name: webhook.DefaultSecretName},
 		authorizationv1.ResourceAttributes{Verb: "patch", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Name: webhook.DefaultCRDName})
-	probe := framework.FreeAddr(t)
-	env.StartController(t, framework.ControllerOptions{Namespace: ns, RESTConfig: cfg, ProbeAddr: probe,
+	probe, uiAddr := framework.FreeAddr(t), framework.FreeAddr(t)
+	env.StartController(t, framework.ControllerOptions{Namespace: ns, RESTConfig: cfg, ProbeAddr: probe, UIAddr: uiAddr,
 		Webhook: manager.Webhook{Addr: "127.0.0.1:0", Loopback: true, Namespace: controllerNS}})
 
 	book := &webappv2.Book{ObjectMeta: metav1.ObjectMeta{Name: "priced"},
@@ -319,4 +319,5 @@ func TestControllerThroughTheWebhook(t *testing.T) {
 		resp.Body.Close()
 		return poll.Done(resp.StatusCode == http.StatusOK, "%s", resp.Status)
 	})
+	t.Run("the live view shows the conversions", func(t *testing.T) { checkConversionsShown(t, uiAddr, ns, "priced") })
 }

@@ -1,0 +1,98 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package versions_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
+	"ydzs.io/book-controller/pkg/ui"
+	"ydzs.io/book-controller/test/integration/framework"
+)
+
+// checkConversionsShown: with the controller's live view on (pkg/ui),
+// after a v1 list of Books stored as v2, its JSON shows the API server's
+// ConversionReview to the controller's webhook: a success, v2 to v1,
+// naming the Book listed; none failed; and the journey of the Book the
+// controller synced (name, in ns) has the conversions of its own v1 reads
+// and writes.
+func checkConversionsShown(t *testing.T, uiAddr, ns, name string) {
+	t.Helper()
+	ctx := t.Context()
+	// A Book in a namespace the controller does not watch: the API server
+	// has converted it for nobody (it keeps what it converted), so the v1
+	// list must ask the webhook.
+	other := env.Namespace(t)
+	if _, err := env.Books.WebappV2().Books(other).Create(ctx, &webappv2.Book{ObjectMeta: metav1.ObjectMeta{Name: "listed"},
+		Spec: webappv2.BookSpec{Title: "t", Price: webappv2.Price{Amount: "5", Currency: "EUR"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := getJSON[ui.Snapshot](t, uiAddr, "/api/snapshot").Conversions.Reviews
+	list, err := env.Books.WebappV1().Books(other).List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 || list.Items[0].Spec.Price != 5 {
+		t.Fatalf("v1 list: %v, %+v", err, list)
+	}
+	listed := other + "/listed"
+	var c ui.ConversionFigures
+	framework.Eventually(t, "the v1 list's conversion in the live view", func(context.Context) error {
+		c = getJSON[ui.Snapshot](t, uiAddr, "/api/snapshot").Conversions
+		if !c.Serving || c.Reviews <= before {
+			return fmt.Errorf("serving %v, %d reviews (%d before the list)", c.Serving, c.Reviews, before)
+		}
+		for _, rv := range c.Recent {
+			if rv.Result == "success" && rv.DesiredAPIVersion == webappv1.SchemeGroupVersion.String() &&
+				slices.Equal(rv.FromVersions, []string{webappv2.SchemeGroupVersion.String()}) && slices.Equal(rv.Books, []string{listed}) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no successful v2 → v1 review of %s among the %d latest: %+v", listed, len(c.Recent), c.Recent)
+	})
+	t.Logf("conversion reviews: %d (%d before the v1 list), results %v, objects %d", c.Reviews, before, c.Results, c.Objects)
+	if c.Results["success"] != c.Reviews {
+		t.Errorf("results %v of %d reviews, want all successes", c.Results, c.Reviews)
+	}
+	j := getJSON[ui.Journey](t, uiAddr, "/api/journeys/"+ns+"/"+name)
+	if j.Conversions == 0 || !slices.ContainsFunc(j.Path, func(s ui.Step) bool { return s.Kind == "conversion" }) {
+		t.Errorf("the journey of %s/%s has no conversion (%d steps, %d conversions)", ns, name, len(j.Path), j.Conversions)
+	}
+}
+
+// getJSON reads path of the live view into a T.
+func getJSON[T any](t *testing.T, addr, path string) T {
+	t.Helper()
+	var v T
+	code, body, err := framework.HTTPGet(addr, path)
+	if err == nil && code != http.StatusOK {
+		err = errors.New(body)
+	}
+	if err == nil {
+		err = json.Unmarshal([]byte(body), &v)
+	}
+	if err != nil {
+		t.Fatalf("GET %s: %d %v", path, code, err)
+	}
+	return v
+}
