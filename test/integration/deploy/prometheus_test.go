@@ -60,6 +60,13 @@ const (
 // a user's kustomization that turns it on would.
 func renderWithPrometheus(t *testing.T) (dir string, objs []*unstructured.Unstructured) {
 	t.Helper()
+	return renderWith(t, prometheusComponent)
+}
+
+// renderWith renders manifests/ with the component of that path, as a
+// user's kustomization that turns it on would.
+func renderWith(t *testing.T, component string) (dir string, objs []*unstructured.Unstructured) {
+	t.Helper()
 	root := framework.RepoRoot()
 	dir = t.TempDir()
 	// kustomize takes bases and components by relative path only.
@@ -71,7 +78,7 @@ func renderWithPrometheus(t *testing.T) (dir string, objs []*unstructured.Unstru
 		return r
 	}
 	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n",
-		rel(baseDir), rel(prometheusComponent))
+		rel(baseDir), rel(component))
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -18,11 +18,15 @@ package deploy_test
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
@@ -67,4 +71,49 @@ func TestWebhookManifests(t *testing.T) {
 		!reflect.DeepEqual(np.Spec.Ingress[0].Ports, []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(9443))}}) {
 		t.Errorf("webhook NetworkPolicy ingress %+v, want TCP 9443 from anywhere", np.Spec.Ingress)
 	}
+}
+
+// webhookOnlyComponent runs the conversion webhook as a Deployment of its own.
+const webhookOnlyComponent = "manifests/components/webhook-only"
+
+// TestWebhookOnlyComponent renders manifests/ with the webhook-only
+// component and dry-runs every object server-side. Its Deployment runs
+// --webhook-only and no Lease; its pods are the webhook Service's and
+// NetworkPolicy's, beside the controller's, and no other Deployment's; they
+// run as the controller's ServiceAccount, whose roles cover the webhook.
+func TestWebhookOnlyComponent(t *testing.T) {
+	_, objs := renderWith(t, webhookOnlyComponent)
+	dryRunApply(t, objs)
+	var webhook, controller appsv1.Deployment
+	toTyped(t, find(t, objs, "Deployment", controllerNamespace, "book-controller-webhook"), &webhook)
+	toTyped(t, find(t, objs, "Deployment", controllerNamespace, "book-controller"), &controller)
+	c := webhook.Spec.Template.Spec.Containers[0]
+	if !slices.Contains(c.Args, "--webhook-only") || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--leader-elect") }) {
+		t.Errorf("webhook-only args %q: want --webhook-only, and no --leader-elect (it refuses one)", c.Args)
+	}
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "webhook" && p.ContainerPort == 9443 }) {
+		t.Errorf("webhook-only ports %+v: want webhook 9443, the Service's target", c.Ports)
+	}
+	if sa := webhook.Spec.Template.Spec.ServiceAccountName; sa != controller.Spec.Template.Spec.ServiceAccountName {
+		t.Errorf("webhook-only runs as %q, want the controller's ServiceAccount %q", sa, controller.Spec.Template.Spec.ServiceAccountName)
+	}
+	var svc corev1.Service
+	toTyped(t, find(t, objs, "Service", controllerNamespace, "book-controller-webhook"), &svc)
+	var np networkingv1.NetworkPolicy
+	toTyped(t, find(t, objs, "NetworkPolicy", controllerNamespace, "book-controller-webhook"), &np)
+	for _, d := range []appsv1.Deployment{webhook, controller} {
+		pods := labels.Set(d.Spec.Template.Labels)
+		if !labels.SelectorFromSet(svc.Spec.Selector).Matches(pods) || !labels.SelectorFromSet(np.Spec.PodSelector.MatchLabels).Matches(pods) {
+			t.Errorf("the webhook Service (%v) or NetworkPolicy (%v) does not select %s's pods %v", svc.Spec.Selector, np.Spec.PodSelector.MatchLabels, d.Name, pods)
+		}
+	}
+	if selects(controller, webhook) || selects(webhook, controller) {
+		t.Errorf("the Deployments' selectors overlap: %v and %v", controller.Spec.Selector.MatchLabels, webhook.Spec.Selector.MatchLabels)
+	}
+}
+
+// selects reports whether d's selector matches other's pods: two
+// Deployments that do would fight over them.
+func selects(d, other appsv1.Deployment) bool {
+	return labels.SelectorFromSet(d.Spec.Selector.MatchLabels).Matches(labels.Set(other.Spec.Template.Labels))
 }
