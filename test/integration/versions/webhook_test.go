@@ -19,6 +19,7 @@ package versions_test
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -180,6 +181,8 @@ func TestConversionWebhook(t *testing.T) {
 		}
 	})
 
+	t.Run("an unpaged v1 list over 3 MiB", func(t *testing.T) { unpagedV1List(t, timing.count) })
+
 	t.Run("a v1 edit of the price", func(t *testing.T) {
 		b, err := env.Books.WebappV1().Books(ns).Get(ctx, "eur", metav1.GetOptions{})
 		if err != nil {
@@ -320,4 +323,50 @@ func TestControllerThroughTheWebhook(t *testing.T) {
 		return poll.Done(resp.StatusCode == http.StatusOK, "%s", resp.Status)
 	})
 	t.Run("the live view shows the conversions", func(t *testing.T) { checkConversionsShown(t, uiAddr, ns, "priced") })
+}
+
+// bigListBooks is how many Books unpagedV1List creates: with the longest
+// title and the most authors v2 allows, their v2 list is over 3 MiB.
+const bigListBooks = 1600
+
+// unpagedV1List: a v1 list without a limit (kubectl --chunk-size=0, a
+// client-go List without Limit) of Books whose v2 list is over 3 MiB, the
+// webhook's limit on a review's body, works. apiextensions-apiserver could
+// send a whole list in one review; kube-apiserver 1.37.2 converts each
+// Book as it is written (one review per create here) and serves the list
+// without a review at all. It logs the reviews the list took (reviews
+// counts them all so far).
+func unpagedV1List(t *testing.T, reviews func() int) {
+	ns := env.Namespace(t)
+	authors := make([]string, 16)
+	for i := range authors {
+		authors[i] = strings.Repeat(string(rune('a'+i)), 128)
+	}
+	framework.Parallel(t, bigListBooks, 16, func(ctx context.Context, i int) error {
+		b := &webappv2.Book{ObjectMeta: metav1.ObjectMeta{Name: framework.BookName("big", i)},
+			Spec: webappv2.BookSpec{Title: strings.Repeat("t", 256), Price: webappv2.Price{Amount: "19.99", Currency: "EUR"}, Authors: authors}}
+		_, err := env.Books.WebappV2().Books(ns).Create(ctx, b, metav1.CreateOptions{})
+		return err
+	})
+	l2, err := env.Books.WebappV2().Books(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(l2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) <= 3<<20 {
+		t.Fatalf("the v2 list is %d bytes: make the Books larger, the review must be over 3 MiB", len(raw))
+	}
+	before := reviews()
+	l1, err := env.Books.WebappV1().Books(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("an unpaged v1 list of %d Books (%.1f MiB as v2): %v", bigListBooks, float64(len(raw))/(1<<20), err)
+	}
+	took := reviews() - before
+	if len(l1.Items) != bigListBooks {
+		t.Errorf("the v1 list has %d Books, want %d", len(l1.Items), bigListBooks)
+	}
+	t.Logf("an unpaged v1 list of %d Books, %.1f MiB as v2: %d ConversionReviews", len(l1.Items), float64(len(raw))/(1<<20), took)
 }
