@@ -49,7 +49,7 @@ var parts = map[string]part{
 			"pkg/migration", "pkg/manager/migration.go", "test/integration/migration",
 			"manifests/rbac/storage_migration_role.yaml",
 			"pkg/webhook", "pkg/manager/webhook.go", "pkg/manager/webhookonly.go", "test/integration/deploy/webhook_test.go",
-			"test/integration/upgrade", "manifests/components/webhook-only",
+			"test/integration/upgrade", "manifests/components/webhook-only", "test/integration/framework/webhook.go",
 			"pkg/ui/conversions.go", "pkg/ui/conversions_test.go", "pkg/manager/webhook_test.go",
 			"manifests/rbac/webhook_role.yaml", "manifests/rbac/webhook_role_binding.yaml",
 			"manifests/rbac/webhook_cluster_role.yaml", "manifests/rbac/webhook_cluster_role_binding.yaml",
