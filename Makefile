@@ -252,6 +252,17 @@ bench-shards: tools ## One replica vs SHARDS replicas with --shards and no other
 test-bench: ## The benchmark's own unit tests (test/bench, a module of its own): bars, bounds, restart and work accounting.
 	cd test/bench && go vet ./... && go test -count=1 $(TESTFLAGS) ./...
 
+# The price of conversion: CONV_N Books created as v2 (manifests/crd-v2.yaml),
+# listed CONV_ROUNDS times each as v2 and as v1 through the controller's
+# conversion webhook.
+CONV_N ?= 20000
+CONV_ROUNDS ?= 5
+
+.PHONY: bench-conversion
+bench-conversion: tools ## The price of conversion: CONV_N=20000 Books stored as v2, listed in pages of 500 as v2 and as v1 through the controller's webhook, CONV_ROUNDS=5 times each: list p50/max, v1/v2, the webhook's p50/p99 per review; writes docs/bench/conversion.*.
+	cd test/bench && go run . -conversion -n $(CONV_N) -rounds $(CONV_ROUNDS) -out $(abspath docs/bench) \
+	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
+
 # Runs of the tests that keep wall-clock bounds, for bench-bounds.
 BOUNDS_COUNT ?= 20
 
