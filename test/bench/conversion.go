@@ -34,6 +34,7 @@ import (
 	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/localcluster"
 	"ydzs.io/book-controller/pkg/webhook"
+	"ydzs.io/book-controller/test/integration/framework"
 )
 
 // The price of conversion (-conversion, `make bench-conversion`): the Book
@@ -80,6 +81,11 @@ type ConversionResult struct {
 	// ControllerArgs is the controller's command line.
 	ControllerArgs []string `json:"controllerArgs"`
 	CreateSeconds  float64  `json:"createSeconds"`
+	// BusyBeforeLists is how many cores other work kept busy just before
+	// the measured lists (they start after 2 minutes at most, busy or
+	// not); LoadAvgLists the load average before and after them.
+	BusyBeforeLists float64   `json:"busyBeforeLists"`
+	LoadAvgLists    [2]string `json:"loadAvgLists"`
 	// Lists are every measured list, in the order they ran.
 	Lists []*ListRun `json:"lists"`
 	V2    ListStats  `json:"v2"`
@@ -200,7 +206,8 @@ func (e *env) runConversion(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	waitQuiet(ctx, o.maxBusy)
+	busy, _ := waitQuiet(ctx, o.maxBusy)
+	res.BusyBeforeLists, res.LoadAvgLists[0] = round(busy, 2), loadavg()
 	before, err := scrape(pr.metricsAddr)
 	if err != nil {
 		return err
@@ -221,6 +228,7 @@ func (e *env) runConversion(ctx context.Context) (err error) {
 			logf("round %d: %s list of %d Books in %d pages: %.3f s", r, v, l.Items, l.Pages, l.Seconds)
 		}
 	}
+	res.LoadAvgLists[1] = loadavg()
 	after, err := scrape(pr.metricsAddr)
 	if err != nil {
 		return err
@@ -246,10 +254,15 @@ func conversionNamespaces(count int) []string {
 }
 
 // conversionCommand is the command line of the run, as it would be typed
-// in test/bench.
+// in test/bench: paths in the repository relative to it (make passes -out
+// absolute), so that the report names no checkout.
 func conversionCommand(args []string) string {
 	out := []string{"go", "run", "."}
+	root := framework.RepoRoot() + string(os.PathSeparator)
 	for _, a := range args {
+		if rest, ok := strings.CutPrefix(a, root); ok {
+			a = "../../" + rest
+		}
 		if a == "" || strings.ContainsAny(a, " '\"$") {
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}

@@ -159,6 +159,10 @@ func conversionMarkdown(r *ConversionResult) string {
 		"(half a whole amount of XXX, which v1 says exactly; half an amount in EUR with cents and two authors, which v1 carries in the stash annotation). "+
 		"Then every Book was listed %d times as each version, in pages of %d, the versions alternating and the first of each pair swapped every round, "+
 		"after one unmeasured list of each.\n\n", r.N, r.Namespaces, r.CreateSeconds, r.Rounds, r.PageSize)
+	if r.LoadAvgLists[0] != "" {
+		fmt.Fprintf(&b, "Before the measured lists other work kept %.2f of the %d cores busy; load average %s before them, %s after.\n\n",
+			r.BusyBeforeLists, r.Machine.Cores, r.LoadAvgLists[0], r.LoadAvgLists[1])
+	}
 
 	b.WriteString("## Lists\n\n")
 	b.WriteString("| | v2 (the storage version) | v1 (converted) | v1 / v2 |\n|---|--:|--:|--:|\n")

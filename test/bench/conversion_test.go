@@ -18,10 +18,13 @@ package main
 
 import (
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"ydzs.io/book-controller/test/integration/framework"
 )
 
 func TestHistogramQuantile(t *testing.T) {
@@ -180,7 +183,8 @@ func TestRatioAndCells(t *testing.T) {
 	if msCell(math.NaN()) != "–" || msCell(1.234) != "1.23 ms" {
 		t.Errorf("msCell: %q, %q", msCell(math.NaN()), msCell(1.234))
 	}
-	if got := conversionCommand([]string{"-conversion", "-kubeconfig", "", "-label", "a b"}); got != "go run . -conversion -kubeconfig '' -label 'a b'" {
+	out := filepath.Join(framework.RepoRoot(), "docs", "bench")
+	if got := conversionCommand([]string{"-conversion", "-out", out, "-kubeconfig", "", "-label", "a b"}); got != "go run . -conversion -out ../../docs/bench -kubeconfig '' -label 'a b'" {
 		t.Errorf("conversionCommand: %s", got)
 	}
 }

@@ -95,17 +95,23 @@ type options struct {
 	shardNamespaces int
 	liveConfigs     []string
 	deleteWorkers   int
-	conversion      bool
-	convNamespaces  int
-	convWatchCache  bool
-	pageSize        int
+	// fork:begin v2
+	conversion     bool
+	convNamespaces int
+	convWatchCache bool
+	pageSize       int
+	// fork:end v2
 }
 
 // defaultLabel is -label's default.
 const defaultLabel = "latest"
 
+// fork:begin v2
+
 // bookResource is the Book resource as kube-apiserver's --watch-cache-sizes names it.
 const bookResource = "books.webapp.ydzs.io"
+
+// fork:end v2
 
 func main() {
 	o := options{}
@@ -164,10 +170,12 @@ func main() {
 	flag.StringVar(&o.report, "report", "", "run nothing: recompute the bars and costs of an earlier run's JSON (this path) and write its report again under -out and -label")
 	flag.IntVar(&o.shards, "shards", 0, "instead of the phases: compare one unsharded replica with this many replicas running --shards (make bench-shards)")
 	flag.IntVar(&o.shardNamespaces, "shard-namespaces", 30, "with -shards: namespaces the N Books are spread over")
+	// fork:begin v2
 	flag.BoolVar(&o.conversion, "conversion", false, "instead of the phases: the price of conversion (make bench-conversion): N Books created as v2 under manifests/crd-v2.yaml, listed -rounds times each as v2 and as v1 (through the controller's conversion webhook); writes conversion.md and conversion.json (conversion-<label>.* with a -label of its own)")
 	flag.IntVar(&o.convNamespaces, "conversion-namespaces", 4, "with -conversion: namespaces the N Books are spread over")
 	flag.BoolVar(&o.convWatchCache, "conversion-watch-cache", true, "with -conversion: keep the API server's watch cache for Books; false starts it with --watch-cache-sizes=books.webapp.ydzs.io#0, so that every list reads etcd and converts what it reads")
 	flag.IntVar(&o.pageSize, "page-size", 500, "with -conversion: Books per page of each list (the limit informers and kubectl use)")
+	// fork:end v2
 	flag.IntVar(&o.bounds, "bounds", 0, "instead of the phases: run the tests that keep wall-clock bounds this many times and write bounds.md and bounds.json (make bench-bounds)")
 	flag.Parse()
 	if err := o.finish(phases, ceilingC); err != nil {
@@ -202,12 +210,14 @@ func (o *options) finish(phases, ceilingC string) error {
 	if o.bounds < 0 {
 		return fmt.Errorf("-bounds %d: want the number of runs, or 0 for the phases", o.bounds)
 	}
+	// fork:begin v2
 	if o.conversion && (o.shards > 0 || o.bounds > 0 || o.report != "") {
 		return fmt.Errorf("-conversion is a mode of its own: not with -shards, -bounds or -report")
 	}
 	if o.convNamespaces < 1 || o.pageSize < 1 {
 		return fmt.Errorf("-conversion-namespaces and -page-size must be at least 1")
 	}
+	// fork:end v2
 	if o.shards < 0 || o.shards == 1 || o.shards > 64 || o.shardNamespaces < 1 {
 		return fmt.Errorf("-shards must be 0 (the phases) or 2 to 64, and -shard-namespaces at least 1")
 	}
@@ -294,9 +304,11 @@ func run(ctx context.Context, o options) error {
 	if o.shards > 0 {
 		return e.runShards(ctx)
 	}
+	// fork:begin v2
 	if o.conversion {
 		return e.runConversion(ctx)
 	}
+	// fork:end v2
 
 	if o.warmUp {
 		// A fresh API server starts each resource's watch cache small, and
@@ -369,9 +381,14 @@ func (e *env) build(ctx context.Context) error {
 			e.ours = e.o.oursBin
 			continue
 		}
-		if b.out == e.twin && (e.o.shards > 0 || e.o.conversion) {
-			continue // the shard comparison and the conversion run ours only
+		if b.out == e.twin && e.o.shards > 0 {
+			continue // the shard comparison runs ours only
 		}
+		// fork:begin v2
+		if b.out == e.twin && e.o.conversion {
+			continue // so does the conversion
+		}
+		// fork:end v2
 		logf("building %s", b.out)
 		// -tags grpcnotrace as the Dockerfile builds ours: both binaries
 		// link gRPC (through k8s.io/apiserver's metrics authentication),
@@ -422,9 +439,11 @@ func (e *env) connect(ctx context.Context) (func(), error) {
 		// DeleteCollection worker; more workers delete the namespace's Books
 		// and ConfigMaps in parallel.
 		apiArgs := []string{"--delete-collection-workers=" + strconv.Itoa(e.o.deleteWorkers)}
+		// fork:begin v2
 		if e.o.conversion && !e.o.convWatchCache {
 			apiArgs = append(apiArgs, "--watch-cache-sizes="+bookResource+"#0")
 		}
+		// fork:end v2
 		cl, err := localcluster.Start(ctx, localcluster.Options{BinDir: bin, ShardedListAndWatch: true, APIServerArgs: apiArgs})
 		if err != nil {
 			return stop, err
@@ -440,11 +459,13 @@ func (e *env) connect(ctx context.Context) (func(), error) {
 		e.res.Cluster = "local (pkg/localcluster: etcd, kube-apiserver, kube-controller-manager " + filepath.Base(filepath.Dir(bin)) + ")"
 	}
 	e.cfg.QPS, e.cfg.Burst = -1, 0
+	// fork:begin v2
 	if e.o.conversion {
 		// Every v1 page is answered with the deprecation warning, which
 		// client-go would log 2 × N / -page-size times a round.
 		e.cfg.WarningHandler = rest.NoWarnings{}
 	}
+	// fork:end v2
 	e.cfg.UserAgent = "book-bench"
 	pcfg := rest.CopyConfig(e.cfg)
 	pcfg.ContentType = "application/vnd.kubernetes.protobuf"
@@ -461,10 +482,12 @@ func (e *env) connect(ctx context.Context) (func(), error) {
 	if e.ext, err = apiextensionsclient.NewForConfig(e.cfg); err != nil {
 		return stop, err
 	}
+	// fork:begin v2
 	if e.o.conversion {
 		// Both versions, v2 stored, v1 converted by the webhook.
 		return stop, framework.InstallCRDFile(ctx, e.ext, framework.CRDV2File)
 	}
+	// fork:end v2
 	return stop, framework.InstallCRD(ctx, e.ext)
 }
 
