@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -105,6 +106,9 @@ type ConversionResult struct {
 	ClientPerReviewMs float64 `json:"clientPerReviewMs"`
 	// Checks are the run's checks, each "PASS: …" or "FAIL: …".
 	Checks []string `json:"checks"`
+	// Showed is what the run showed, written by hand after it into the
+	// JSON; -conversion -report prints it at the end of the report.
+	Showed []string `json:"showed,omitempty"`
 }
 
 // ListRun is one paged list of every Book in one version.
@@ -506,6 +510,19 @@ func ratio(a, b float64) float64 {
 		return 0
 	}
 	return round(a/b, 3)
+}
+
+// rereportConversion writes the report of an earlier run's JSON again.
+func rereportConversion(o options) error {
+	b, err := os.ReadFile(o.report)
+	if err != nil {
+		return fmt.Errorf("-report: %w", err)
+	}
+	res := &ConversionResult{}
+	if err := json.Unmarshal(b, res); err != nil || res.N == 0 {
+		return fmt.Errorf("-report %s: not a conversion result (%v)", o.report, err)
+	}
+	return writeConversion(o, res)
 }
 
 // writeConversion writes conversion.json and .md (conversion-<label>.* for

@@ -18,6 +18,7 @@ package main
 
 import (
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -190,3 +191,32 @@ func TestRatioAndCells(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The report of a saved run is written again from its JSON, with the notes
+// added to it by hand.
+func TestConversionRereport(t *testing.T) {
+	r := conversionFixture()
+	r.summarize(metrics{}, metrics{})
+	first := t.TempDir()
+	if err := writeConversion(options{out: first, label: defaultLabel}, r); err != nil {
+		t.Fatal(err)
+	}
+	r.Showed = []string{"a note written after the run"}
+	if err := writeJSON(filepath.Join(first, "conversion.json"), r); err != nil {
+		t.Fatal(err)
+	}
+	again := t.TempDir()
+	if err := rereportConversion(options{out: again, label: "x", report: filepath.Join(first, "conversion.json")}); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(again, "conversion-x.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := conversionMarkdown(r); string(md) != want || !strings.HasSuffix(want, "## What this run showed\n\n- a note written after the run\n") {
+		t.Errorf("report written again:\n%s\nwant:\n%s", md, want)
+	}
+	if err := rereportConversion(options{out: again, report: filepath.Join(first, "missing.json")}); err == nil {
+		t.Error("a missing JSON: no error")
+	}
+}

@@ -171,7 +171,7 @@ func main() {
 	flag.IntVar(&o.shards, "shards", 0, "instead of the phases: compare one unsharded replica with this many replicas running --shards (make bench-shards)")
 	flag.IntVar(&o.shardNamespaces, "shard-namespaces", 30, "with -shards: namespaces the N Books are spread over")
 	// fork:begin v2
-	flag.BoolVar(&o.conversion, "conversion", false, "instead of the phases: the price of conversion (make bench-conversion): N Books created as v2 under manifests/crd-v2.yaml, listed -rounds times each as v2 and as v1 (through the controller's conversion webhook); writes conversion.md and conversion.json (conversion-<label>.* with a -label of its own)")
+	flag.BoolVar(&o.conversion, "conversion", false, "instead of the phases: the price of conversion (make bench-conversion): N Books created as v2 under manifests/crd-v2.yaml, listed -rounds times each as v2 and as v1 (through the controller's conversion webhook); writes conversion.md and conversion.json (conversion-<label>.* with a -label of its own). With -report <conversion.json>: run nothing, write that run's report again (with its \"showed\" notes)")
 	flag.IntVar(&o.convNamespaces, "conversion-namespaces", 4, "with -conversion: namespaces the N Books are spread over")
 	flag.BoolVar(&o.convWatchCache, "conversion-watch-cache", true, "with -conversion: keep the API server's watch cache for Books; false starts it with --watch-cache-sizes=books.webapp.ydzs.io#0, so that every list reads etcd and converts what it reads")
 	flag.IntVar(&o.pageSize, "page-size", 500, "with -conversion: Books per page of each list (the limit informers and kubectl use)")
@@ -184,7 +184,13 @@ func main() {
 	}
 
 	if o.report != "" {
-		if err := rereport(o); err != nil {
+		rerun := rereport
+		// fork:begin v2
+		if o.conversion {
+			rerun = rereportConversion
+		}
+		// fork:end v2
+		if err := rerun(o); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -211,8 +217,8 @@ func (o *options) finish(phases, ceilingC string) error {
 		return fmt.Errorf("-bounds %d: want the number of runs, or 0 for the phases", o.bounds)
 	}
 	// fork:begin v2
-	if o.conversion && (o.shards > 0 || o.bounds > 0 || o.report != "") {
-		return fmt.Errorf("-conversion is a mode of its own: not with -shards, -bounds or -report")
+	if o.conversion && (o.shards > 0 || o.bounds > 0) {
+		return fmt.Errorf("-conversion is a mode of its own: not with -shards or -bounds")
 	}
 	if o.convNamespaces < 1 || o.pageSize < 1 {
 		return fmt.Errorf("-conversion-namespaces and -page-size must be at least 1")
