@@ -154,8 +154,8 @@ func (e *env) runConversion(ctx context.Context) (err error) {
 		Machine: e.res.Machine, Cluster: e.res.Cluster, N: o.n, Namespaces: o.convNamespaces,
 		PageSize: o.pageSize, Rounds: o.rounds, WatchCache: o.convWatchCache}
 	defer func() {
-		if len(res.Lists) == 0 {
-			return // nothing measured: an earlier report stays
+		if res.Finished == "" {
+			return // not measured to the end: an earlier report stays
 		}
 		if werr := writeConversion(o, res); werr != nil {
 			err = errors.Join(err, fmt.Errorf("writing the report: %w", werr))
@@ -172,9 +172,28 @@ func (e *env) runConversion(ctx context.Context) (err error) {
 		return err
 	}
 	defer pr.terminate()
+	if err := e.createConversionBooks(ctx, pr, res, namespaces); err != nil {
+		return err
+	}
+	before, after, err := e.measureLists(ctx, pr, res)
+	if err != nil {
+		return err
+	}
+	res.Finished = time.Now().UTC().Format(time.RFC3339)
+	res.summarize(before, after)
+	for _, c := range res.Checks {
+		logf("%s", c)
+	}
+	if slices.ContainsFunc(res.Checks, func(c string) bool { return strings.HasPrefix(c, "FAIL") }) {
+		return errors.New("a check failed (see the report)")
+	}
+	return nil
+}
 
-	// N Books as v2, so that each is stored as v2, spread over the
-	// namespaces.
+// createConversionBooks creates the N Books as v2, so that each is stored
+// as v2, spread over the namespaces, and records the reviews they cost.
+func (e *env) createConversionBooks(ctx context.Context, pr *proc, res *ConversionResult, namespaces []string) error {
+	o := e.o
 	logf("creating %d Books as v2 over %d namespaces", o.n, len(namespaces))
 	beforeCreates, err := scrape(pr.metricsAddr)
 	if err != nil {
@@ -202,21 +221,25 @@ func (e *env) runConversion(ctx context.Context) (err error) {
 	}
 	res.Creates = webhookDelta(beforeCreates, afterCreates)
 	logf("reviews during the creates: %g (p50 %.2f ms, p99 %.2f ms)", res.Creates.Reviews, res.Creates.P50Ms, res.Creates.P99Ms)
+	return nil
+}
 
-	// One list of each, unmeasured: the first list after the creates meets
-	// colder caches (and the webhook's first connections) than the rest.
+// measureLists lists every Book -rounds times as each version, after one
+// unmeasured list of each, and returns the controller's metrics before and
+// after the measured lists.
+func (e *env) measureLists(ctx context.Context, pr *proc, res *ConversionResult) (before, after metrics, err error) {
+	// The first list after the creates meets colder caches than the rest.
 	for _, v := range []string{"v2", "v1"} {
 		if _, err := e.timedList(ctx, pr, 0, v); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
-	busy, _ := waitQuiet(ctx, o.maxBusy)
+	busy, _ := waitQuiet(ctx, e.o.maxBusy)
 	res.BusyBeforeLists, res.LoadAvgLists[0] = round(busy, 2), loadavg()
-	before, err := scrape(pr.metricsAddr)
-	if err != nil {
-		return err
+	if before, err = scrape(pr.metricsAddr); err != nil {
+		return nil, nil, err
 	}
-	for r := 1; r <= o.rounds; r++ {
+	for r := 1; r <= e.o.rounds; r++ {
 		// Alternate which version goes first, so that neither always
 		// meets the server fresher.
 		order := []string{"v2", "v1"}
@@ -226,26 +249,15 @@ func (e *env) runConversion(ctx context.Context) (err error) {
 		for _, v := range order {
 			l, err := e.timedList(ctx, pr, r, v)
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
 			res.Lists = append(res.Lists, l)
 			logf("round %d: %s list of %d Books in %d pages: %.3f s", r, v, l.Items, l.Pages, l.Seconds)
 		}
 	}
 	res.LoadAvgLists[1] = loadavg()
-	after, err := scrape(pr.metricsAddr)
-	if err != nil {
-		return err
-	}
-	res.Finished = time.Now().UTC().Format(time.RFC3339)
-	res.summarize(before, after)
-	for _, c := range res.Checks {
-		logf("%s", c)
-	}
-	if slices.ContainsFunc(res.Checks, func(c string) bool { return strings.HasPrefix(c, "FAIL") }) {
-		return errors.New("a check failed (see the report)")
-	}
-	return nil
+	after, err = scrape(pr.metricsAddr)
+	return before, after, err
 }
 
 // conversionNamespaces names the namespaces the Books are spread over.
