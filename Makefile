@@ -249,8 +249,22 @@ bench-shards: tools ## One replica vs SHARDS replicas with --shards and no other
 	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
 
 .PHONY: test-bench
-test-bench: ## The benchmark's own unit tests (test/bench, a module of its own): bars, bounds, restart and work accounting.
+test-bench: ## The benchmark's own unit tests (test/bench, a module of its own): bars, bounds, restart and work accounting, the conversion report's quantiles.
 	cd test/bench && go vet ./... && go test -count=1 $(TESTFLAGS) ./...
+
+# fork:begin v2
+# The price of conversion: CONV_N Books created as v2 (manifests/crd-v2.yaml),
+# listed CONV_ROUNDS times each as v2 and as v1, the controller serving the
+# conversion webhook. BENCH_FLAGS='-conversion-watch-cache=false -label
+# no-watch-cache' runs the API server without a watch cache for Books.
+CONV_N ?= 20000
+CONV_ROUNDS ?= 5
+
+.PHONY: bench-conversion
+bench-conversion: tools ## The price of serving v1 through the conversion webhook: CONV_N=20000 Books stored as v2; the reviews their creates cost; every Book listed in pages of 500 as v2 and as v1, CONV_ROUNDS=5 times each: p50/max, v1/v2, the webhook's p50/p99 per review; writes docs/bench/conversion.*.
+	cd test/bench && go run . -conversion -n $(CONV_N) -rounds $(CONV_ROUNDS) -out $(abspath docs/bench) \
+	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
+# fork:end v2
 
 # Runs of the tests that keep wall-clock bounds, for bench-bounds.
 BOUNDS_COUNT ?= 20

@@ -95,7 +95,23 @@ type options struct {
 	shardNamespaces int
 	liveConfigs     []string
 	deleteWorkers   int
+	// fork:begin v2
+	conversion     bool
+	convNamespaces int
+	convWatchCache bool
+	pageSize       int
+	// fork:end v2
 }
+
+// defaultLabel is -label's default.
+const defaultLabel = "latest"
+
+// fork:begin v2
+
+// bookResource is the Book resource as kube-apiserver's --watch-cache-sizes names it.
+const bookResource = "books.webapp.ydzs.io"
+
+// fork:end v2
 
 func main() {
 	o := options{}
@@ -113,7 +129,7 @@ func main() {
 	flag.Float64Var(&o.maxBusy, "max-busy", 0.6, "before each phase, wait (up to 2 min) until the machine's other work uses fewer than this many cores")
 	flag.Float64Var(&o.maxLoad, "max-load", 1.5, "before starting, wait (up to 5 min) until the 1-minute load average is below this")
 	flag.DurationVar(&o.timeout, "phase-timeout", 0, "give up on a phase after this long (default 60s + N/20 s)")
-	flag.StringVar(&o.label, "label", "latest", "base name of the output files")
+	flag.StringVar(&o.label, "label", defaultLabel, "base name of the output files")
 	flag.StringVar(&o.ourArgs, "our-args", "", "extra arguments for book-controller (space-separated), e.g. for lever experiments")
 	flag.BoolVar(&o.twinLogInfo, "twin-log-info", true, "run the twin with --zap-log-level=info (its scaffold default, development mode, logs every reconcile at debug level)")
 	flag.StringVar(&o.twinGOGC, "twin-tuned-gogc", "50", "GOGC of the tuned twin: book-controller's built-in setting (cmd/controller/main.go)")
@@ -154,6 +170,12 @@ func main() {
 	flag.StringVar(&o.report, "report", "", "run nothing: recompute the bars and costs of an earlier run's JSON (this path) and write its report again under -out and -label")
 	flag.IntVar(&o.shards, "shards", 0, "instead of the phases: compare one unsharded replica with this many replicas running --shards (make bench-shards)")
 	flag.IntVar(&o.shardNamespaces, "shard-namespaces", 30, "with -shards: namespaces the N Books are spread over")
+	// fork:begin v2
+	flag.BoolVar(&o.conversion, "conversion", false, "instead of the phases: the price of conversion (make bench-conversion): N Books created as v2 under manifests/crd-v2.yaml, listed -rounds times each as v2 and as v1 (through the controller's conversion webhook); writes conversion.md and conversion.json (conversion-<label>.* with a -label of its own). With -report <conversion.json>: run nothing, write that run's report again (with its \"showed\" notes)")
+	flag.IntVar(&o.convNamespaces, "conversion-namespaces", 4, "with -conversion: namespaces the N Books are spread over")
+	flag.BoolVar(&o.convWatchCache, "conversion-watch-cache", true, "with -conversion: keep the API server's watch cache for Books; false starts it with --watch-cache-sizes=books.webapp.ydzs.io#0, so that every list reads etcd and converts what it reads")
+	flag.IntVar(&o.pageSize, "page-size", 500, "with -conversion: Books per page of each list (the limit informers and kubectl use)")
+	// fork:end v2
 	flag.IntVar(&o.bounds, "bounds", 0, "instead of the phases: run the tests that keep wall-clock bounds this many times and write bounds.md and bounds.json (make bench-bounds)")
 	flag.Parse()
 	if err := o.finish(phases, ceilingC); err != nil {
@@ -162,7 +184,13 @@ func main() {
 	}
 
 	if o.report != "" {
-		if err := rereport(o); err != nil {
+		rerun := rereport
+		// fork:begin v2
+		if o.conversion {
+			rerun = rereportConversion
+		}
+		// fork:end v2
+		if err := rerun(o); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -188,6 +216,14 @@ func (o *options) finish(phases, ceilingC string) error {
 	if o.bounds < 0 {
 		return fmt.Errorf("-bounds %d: want the number of runs, or 0 for the phases", o.bounds)
 	}
+	// fork:begin v2
+	if o.conversion && (o.shards > 0 || o.bounds > 0) {
+		return fmt.Errorf("-conversion is a mode of its own: not with -shards or -bounds")
+	}
+	if o.convNamespaces < 1 || o.pageSize < 1 {
+		return fmt.Errorf("-conversion-namespaces and -page-size must be at least 1")
+	}
+	// fork:end v2
 	if o.shards < 0 || o.shards == 1 || o.shards > 64 || o.shardNamespaces < 1 {
 		return fmt.Errorf("-shards must be 0 (the phases) or 2 to 64, and -shard-namespaces at least 1")
 	}
@@ -234,6 +270,7 @@ type env struct {
 	// watch is the client of the watches that time Ready, on a connection
 	// of its own (watchConfig).
 	watch    versioned.Interface
+	ext      apiextensionsclient.Interface
 	kubecfg  string
 	cluster  *localcluster.Cluster
 	work     string
@@ -273,6 +310,11 @@ func run(ctx context.Context, o options) error {
 	if o.shards > 0 {
 		return e.runShards(ctx)
 	}
+	// fork:begin v2
+	if o.conversion {
+		return e.runConversion(ctx)
+	}
+	// fork:end v2
 
 	if o.warmUp {
 		// A fresh API server starts each resource's watch cache small, and
@@ -348,6 +390,11 @@ func (e *env) build(ctx context.Context) error {
 		if b.out == e.twin && e.o.shards > 0 {
 			continue // the shard comparison runs ours only
 		}
+		// fork:begin v2
+		if b.out == e.twin && e.o.conversion {
+			continue // so does the conversion
+		}
+		// fork:end v2
 		logf("building %s", b.out)
 		// -tags grpcnotrace as the Dockerfile builds ours: both binaries
 		// link gRPC (through k8s.io/apiserver's metrics authentication),
@@ -397,8 +444,13 @@ func (e *env) connect(ctx context.Context) (func(), error) {
 		// it took 3 to 4 minutes with the API server's one default
 		// DeleteCollection worker; more workers delete the namespace's Books
 		// and ConfigMaps in parallel.
-		cl, err := localcluster.Start(ctx, localcluster.Options{BinDir: bin, ShardedListAndWatch: true,
-			APIServerArgs: []string{"--delete-collection-workers=" + strconv.Itoa(e.o.deleteWorkers)}})
+		apiArgs := []string{"--delete-collection-workers=" + strconv.Itoa(e.o.deleteWorkers)}
+		// fork:begin v2
+		if e.o.conversion && !e.o.convWatchCache {
+			apiArgs = append(apiArgs, "--watch-cache-sizes="+bookResource+"#0")
+		}
+		// fork:end v2
+		cl, err := localcluster.Start(ctx, localcluster.Options{BinDir: bin, ShardedListAndWatch: true, APIServerArgs: apiArgs})
 		if err != nil {
 			return stop, err
 		}
@@ -413,6 +465,13 @@ func (e *env) connect(ctx context.Context) (func(), error) {
 		e.res.Cluster = "local (pkg/localcluster: etcd, kube-apiserver, kube-controller-manager " + filepath.Base(filepath.Dir(bin)) + ")"
 	}
 	e.cfg.QPS, e.cfg.Burst = -1, 0
+	// fork:begin v2
+	if e.o.conversion {
+		// Every v1 page is answered with the deprecation warning, which
+		// client-go would log 2 × N / -page-size times a round.
+		e.cfg.WarningHandler = rest.NoWarnings{}
+	}
+	// fork:end v2
 	e.cfg.UserAgent = "book-bench"
 	pcfg := rest.CopyConfig(e.cfg)
 	pcfg.ContentType = "application/vnd.kubernetes.protobuf"
@@ -426,11 +485,16 @@ func (e *env) connect(ctx context.Context) (func(), error) {
 	if e.watch, err = versioned.NewForConfig(watchConfig(e.cfg)); err != nil {
 		return stop, err
 	}
-	ext, err := apiextensionsclient.NewForConfig(e.cfg)
-	if err != nil {
+	if e.ext, err = apiextensionsclient.NewForConfig(e.cfg); err != nil {
 		return stop, err
 	}
-	return stop, framework.InstallCRD(ctx, ext)
+	// fork:begin v2
+	if e.o.conversion {
+		// Both versions, v2 stored, v1 converted by the webhook.
+		return stop, framework.InstallCRDFile(ctx, e.ext, framework.CRDV2File)
+	}
+	// fork:end v2
+	return stop, framework.InstallCRD(ctx, e.ext)
 }
 
 func logf(format string, args ...any) {
