@@ -280,6 +280,12 @@ bench-bounds: tools ## Measure the two wall-clock bounds the tests keep (lease l
 # (hack/tools/kubernetes-$(COMPAT_K8S)); the tests run the newest.
 COMPAT_K8S ?= 1.36
 
+# fork:begin v2
+.PHONY: test-upgrade
+test-upgrade: tools ## The upgrade from v0.9.0 (built from git history) with 2,000 Books to this build and crd-v2.yaml, and the rollback with --webhook-only.
+	CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags upgrade,grpcnotrace -count=1 -timeout 30m $(TESTFLAGS) ./test/integration/upgrade/
+
+# fork:end v2
 .PHONY: test-compat
 test-compat: ## The binary with default flags on Kubernetes $(COMPAT_K8S)'s control plane: create, edit, tamper, delete, restart (the first run builds it: minutes).
 	hack/build-tools.sh --k8s $(COMPAT_K8S) etcd kube-apiserver kube-controller-manager >/dev/null

@@ -1,3 +1,5 @@
+//go:build upgrade
+
 /*
 Copyright The book-controller Authors.
 
@@ -17,6 +19,7 @@ limitations under the License.
 package upgrade_test
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -79,7 +82,7 @@ func (r *release) applyV1Examples(t *testing.T) {
 		t.Errorf("kubectl apply of v1 Books printed no deprecation warning:\n%s", out)
 	}
 	r.total = upgradeBooks + len(files)
-	env.WaitForBooksReady(t, r.ns, r.total)
+	waitConverged(t, fmt.Sprintf("%d Books in %s Ready", r.total, r.ns), env.BooksReady(r.ns, r.total))
 }
 
 // rollBack returns the controller to lastV1Release while the two-version
@@ -105,8 +108,8 @@ func (r *release) rollBack(t *testing.T) {
 	start := time.Now()
 	r.configMaps = before
 	want := r.editThroughBothVersions(t, "rollback", 50)
-	env.WaitForBooksReady(t, r.ns, r.total)
-	framework.Eventually(t, "the edits in their ConfigMaps, written by "+lastV1Release, configMapsHold(r.ns, want))
+	waitConverged(t, fmt.Sprintf("%d Books in %s Ready", r.total, r.ns), env.BooksReady(r.ns, r.total))
+	waitConverged(t, "the edits in their ConfigMaps, written by "+lastV1Release, configMapsHold(r.ns, want))
 	t.Logf("after the rollback, %s converged the edits in %v", lastV1Release, time.Since(start).Round(time.Millisecond))
 	writes.expect(t, before, want)
 	r.expectV2FieldsKept(t)

@@ -1,3 +1,5 @@
+//go:build upgrade
+
 /*
 Copyright The book-controller Authors.
 
@@ -57,7 +59,7 @@ func (r *release) upgrade(t *testing.T) {
 		Args: []string{"--webhook-loopback"}})
 	framework.Eventually(t, "v1 reads through this build's conversion webhook", env.V1ListWorks(r.ns))
 	want := r.editThroughBothVersions(t, "upgrade", 20)
-	framework.Eventually(t, "the edits in their ConfigMaps, written by "+lastV1Release, configMapsHold(r.ns, want))
+	waitConverged(t, "the edits in their ConfigMaps, written by "+lastV1Release, configMapsHold(r.ns, want))
 
 	stopped := time.Now()
 	if err := r.old.Signal(syscall.SIGTERM); err != nil {
@@ -70,7 +72,7 @@ func (r *release) upgrade(t *testing.T) {
 	poll.Eventually(t, "storedVersions [v2], after the storage migration", framework.PollInterval, migrationTimeout, storedVersionsAre("v2"))
 	t.Logf("storedVersions [v2] %v after %s stopped", time.Since(stopped).Round(time.Millisecond), lastV1Release)
 	logMigrations(t, stopped)
-	env.WaitForBooksReady(t, r.ns, upgradeBooks)
+	waitConverged(t, fmt.Sprintf("%d Books in %s Ready", upgradeBooks, r.ns), env.BooksReady(r.ns, upgradeBooks))
 	r.expectConfigMaps(t, want)
 	writes.expect(t, r.configMaps, want)
 	r.newer = newer

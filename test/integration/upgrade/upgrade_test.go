@@ -1,3 +1,5 @@
+//go:build upgrade
+
 /*
 Copyright The book-controller Authors.
 
@@ -31,6 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"ydzs.io/book-controller/internal/poll"
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/test/integration/framework"
@@ -106,7 +109,7 @@ func installRelease(t *testing.T) *release {
 		r.names = append(r.names, b.Name)
 	}
 	env.CreateAll(t, books)
-	env.WaitForBooksReady(t, r.ns, upgradeBooks)
+	waitConverged(t, fmt.Sprintf("%d Books in %s Ready", upgradeBooks, r.ns), env.BooksReady(r.ns, upgradeBooks))
 	t.Logf("%s: %d Books from its v1 examples Ready %v after the first create", lastV1Release, upgradeBooks, time.Since(start).Round(time.Millisecond))
 	r.configMaps = configMapData(t, r.ns)
 	return r
@@ -182,4 +185,14 @@ func storedVersionsAre(want ...string) func(context.Context) error {
 		}
 		return nil
 	}
+}
+
+// convergeTimeout bounds a wait for thousands of Books to converge: 26–36 s
+// here alone, and over a minute with another suite on the same two cores.
+const convergeTimeout = 5 * time.Minute
+
+// waitConverged waits, up to convergeTimeout, for check to pass.
+func waitConverged(t *testing.T, what string, check poll.Check) {
+	t.Helper()
+	poll.Eventually(t, what, framework.PollInterval, convergeTimeout, check)
 }
