@@ -36,7 +36,7 @@ import (
 )
 
 // migrationTimeout bounds the storage migration of upgradeBooks Books:
-// 1m47s–2m54s here on 2 cores (three runs), against 14–25 s for as many
+// 43–50 s on a quiet 2-core machine, 1m47s–2m54s on a shared one, against 14–25 s for as many
 // objects without a webhook in test/integration/migration. Part of the
 // difference may be waiting: kube-controller-manager's migrator starts only
 // once its garbage collector monitors the resource and has seen the
