@@ -454,29 +454,12 @@ func freeze(t *testing.T, ns string) {
 // controller must have storedVersions set to [v2], as Events on the CRD and
 // its metrics say.
 func TestControllerMigratesTheBookCRD(t *testing.T) {
-	ctx := t.Context()
 	v1, err := framework.LoadCRD()
 	if err != nil {
 		t.Fatal(err)
 	}
 	installCRD(t, v1)
-	v2, err := framework.LoadCRDFile(framework.CRDV2File)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crds := env.Extensions.ApiextensionsV1().CustomResourceDefinitions()
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		crd, err := crds.Get(ctx, v1.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		crd.Spec = v2.Spec
-		_, err = crds.Update(ctx, crd, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env.SwitchCRD(t, framework.CRDV2File)
 	waitStored(t, v1.Name, []string{"v1", "v2"}, framework.Timeout)
 
 	metrics := framework.FreeAddr(t)
