@@ -303,6 +303,7 @@ test-e2e: ## Build the image, push it to a registry on localhost:5000, deploy it
 	hack/install-runc.sh
 	hack/build-tools.sh >/dev/null
 	hack/build-node.sh >/dev/null
+	cd hack/tools/node && GOWORK=off go test -count=1 $(TESTFLAGS) ./...
 	E2E_SIZING_OUT='$(if $(E2E_SIZING_OUT),$(abspath $(E2E_SIZING_OUT)))' \
 	  CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags e2e,grpcnotrace -count=1 -timeout 45m $(TESTFLAGS) ./test/e2e/
 

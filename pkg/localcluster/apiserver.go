@@ -58,6 +58,11 @@ func (c *Cluster) apiServerArgs() ([]string, error) {
 	if c.st.Node != nil {
 		authz = "--authorization-mode=Node,RBAC"
 		audit = append(audit, c.kubeletClientArgs()...)
+		egress, err := c.egressArgs()
+		if err != nil {
+			return nil, err
+		}
+		audit = append(audit, egress...)
 	}
 	// fork:end node
 	return append([]string{

@@ -67,13 +67,15 @@ var controllers = []string{
 // fork:begin node
 // nodeControllers are what a Deployment needs once there is a node: the
 // deployment and replicaset controllers make its pods, the node lifecycle
-// controller lifts the not-ready taint the node is created with, and pod GC
-// deletes the pods of a node that is gone.
+// controller lifts the not-ready taint the node is created with, pod GC
+// deletes the pods of a node that is gone, and the EndpointSlice controller
+// gives the API server the pod behind a webhook's Service (node_egress.go).
 var nodeControllers = []string{
 	"deployment-controller",
 	"replicaset-controller",
 	"node-lifecycle-controller",
 	"pod-garbage-collector-controller",
+	"endpointslice-controller",
 }
 
 // fork:end node

@@ -177,15 +177,16 @@ func (c *Cluster) startRegistry(ctx context.Context) error {
 // loopback: inside, the kubernetes Service's address (what pods dial,
 // KUBERNETES_SERVICE_HOST) and the API server's loopback port (the
 // kubelet's kubeconfig) lead to the API server, and 127.0.0.1:5000 to the
-// registry; on the host, the kubelet's port leads to the kubelet (the API
-// server's logs, exec and port-forward through node 127.0.0.1).
+// registry; on the host, the kubelet's port leads to the kubelet, and a
+// Unix socket takes the API server's CONNECTs to the pods and the kubelet
+// (node_egress.go).
 func (c *Cluster) startForwarder(ctx context.Context) error {
 	api := fmt.Sprintf("127.0.0.1:%d", c.st.APIServerPort)
 	kubelet := fmt.Sprintf("127.0.0.1:%d", c.st.Node.KubeletPort)
 	service := net.JoinHostPort(apiServiceIP, fmt.Sprint(apiProxyPort))
 	bin, args := c.helper("forward", "-netns", nodeNetnsPath,
 		"-in", service+"="+api, "-in", api+"="+api, "-in", RegistryAddr+"="+RegistryAddr,
-		"-out", kubelet+"="+kubelet)
+		"-out", kubelet+"="+kubelet, "-connect", c.egressSocket(), "-connect-allow", egressAllow)
 	return c.launch(ctx, component{name: Forwarder, bin: bin, args: args, timeout: 30 * time.Second, check: func(ctx context.Context) error {
 		// Both ends of one route each way; the listeners are all made
 		// before any accepts, so these two mean all of them are there.

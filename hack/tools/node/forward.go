@@ -61,11 +61,17 @@ func runForward(ctx context.Context, args []string) error {
 	var in, out routes
 	fs.Var(&in, "in", "LISTEN=TO: listen inside the node's namespace, forward to TO on the host's loopback (repeatable)")
 	fs.Var(&out, "out", "LISTEN=TO: listen on the host's loopback, forward to TO inside the node's namespace (repeatable)")
+	connect := fs.String("connect", "", "a Unix socket on the host on which to answer HTTP CONNECT requests by dialling the target inside the node's namespace (the API server's egress proxy)")
+	var allow prefixes
+	fs.Var(&allow, "connect-allow", "CIDRs, comma-separated: the only targets -connect dials (required with -connect)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *netnsPath == "" || len(in)+len(out) == 0 {
-		return errors.New("forward: -netns and at least one -in or -out are required")
+	if *netnsPath == "" || len(in)+len(out) == 0 && *connect == "" {
+		return errors.New("forward: -netns and at least one -in, -out or -connect are required")
+	}
+	if *connect != "" && len(allow) == 0 {
+		return errors.New("forward: -connect needs -connect-allow, the networks it may dial (10.244.0.0/24,127.0.0.1/32)")
 	}
 	ns, err := os.Open(*netnsPath)
 	if err != nil {
@@ -104,6 +110,15 @@ func runForward(ctx context.Context, args []string) error {
 			return fmt.Errorf("forward: %w", err)
 		}
 		serve(l, "node "+r[1], func() (net.Conn, error) { return dialInside(r[1]) })
+	}
+	if *connect != "" {
+		l, err := listenUnix(*connect)
+		if err != nil {
+			return fmt.Errorf("forward: -connect: %w", err)
+		}
+		listeners = append(listeners, l)
+		fmt.Printf("forward CONNECT on %s -> node %v\n", *connect, allow)
+		go (&connectProxy{allow: allow, dial: dialInside}).serve(l)
 	}
 	<-ctx.Done()
 	return nil
@@ -164,16 +179,22 @@ func forward(in net.Conn, to string, dial func() (net.Conn, error)) {
 		return
 	}
 	defer out.Close()
+	splice(in, out)
+}
+
+// splice copies both ways between a and b until either side closes,
+// passing each half-close on.
+func splice(a, b net.Conn) {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	pipe := func(dst, src net.Conn) {
 		defer wg.Done()
 		_, _ = io.Copy(dst, src)
-		if tc, ok := dst.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
+		if hc, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = hc.CloseWrite()
 		}
 	}
-	go pipe(out, in)
-	go pipe(in, out)
+	go pipe(b, a)
+	go pipe(a, b)
 	wg.Wait()
 }

@@ -19,6 +19,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,9 @@ import (
 
 	"ydzs.io/book-controller/internal/poll"
 )
+
+// BookCRD is the name of the Book CustomResourceDefinition.
+const BookCRD = "books.webapp.ydzs.io"
 
 // SwitchCRD gives the installed Book CRD the spec of manifests/<file>, as
 // `kubectl apply` of another release's CRD does.
@@ -77,6 +81,21 @@ func (e *Env) V1ListWorks(ns string) poll.Check {
 	return func(ctx context.Context) error {
 		if _, err := e.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 			return fmt.Errorf("listing Books as v1: %w", err)
+		}
+		return nil
+	}
+}
+
+// StoredVersionsAre is a check that the CRD of that name has exactly want,
+// in that order, in its status.storedVersions.
+func (e *Env) StoredVersionsAre(crd string, want ...string) poll.Check {
+	return func(ctx context.Context) error {
+		got, err := e.Extensions.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(got.Status.StoredVersions, want) {
+			return fmt.Errorf("%s's storedVersions are %v, want %v", crd, got.Status.StoredVersions, want)
 		}
 		return nil
 	}

@@ -20,7 +20,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,24 +127,10 @@ func switchStorage(t *testing.T, name string) {
 	waitStored(t, name, []string{"v1", "v2"}, framework.Timeout)
 }
 
-func storedVersions(ctx context.Context, name string) ([]string, error) {
-	crd, err := env.Extensions.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return crd.Status.StoredVersions, nil
-}
-
 func waitStored(t *testing.T, name string, want []string, timeout time.Duration) {
 	t.Helper()
 	poll.Eventually(t, fmt.Sprintf("%s's storedVersions to be %v", name, want), framework.PollInterval, timeout,
-		func(ctx context.Context) error {
-			got, err := storedVersions(ctx, name)
-			if err == nil && !slices.Equal(got, want) {
-				err = fmt.Errorf("storedVersions %v", got)
-			}
-			return err
-		})
+		env.StoredVersionsAre(name, want...))
 }
 
 // createObjects creates n objects of plural in ns as v1, labelled with

@@ -54,7 +54,7 @@ const migrationTimeout = 8 * time.Minute
 func (r *release) upgrade(t *testing.T) {
 	writes := watchWrites(t, r.ns)
 	env.SwitchCRD(t, framework.CRDV2File)
-	framework.Eventually(t, "storedVersions [v1 v2]", storedVersionsAre("v1", "v2"))
+	framework.Eventually(t, "storedVersions [v1 v2]", env.StoredVersionsAre(framework.BookCRD, "v1", "v2"))
 	newer := env.StartReplica(t, binary, "this-build", framework.ReplicaOptions{Namespace: r.ns, LeaseID: leaseID,
 		Args: []string{"--webhook-loopback", "--webhook-bind-address", framework.FreeAddr(t)}})
 	framework.Eventually(t, "v1 reads through this build's conversion webhook", env.V1ListWorks(r.ns))
@@ -69,7 +69,7 @@ func (r *release) upgrade(t *testing.T) {
 		t.Fatalf("%s after SIGTERM: exit code %d, %v", lastV1Release, code, err)
 	}
 	env.WaitForLeaseHolder(t, r.ns, leaseID, newer)
-	poll.Eventually(t, "storedVersions [v2], after the storage migration", framework.PollInterval, migrationTimeout, storedVersionsAre("v2"))
+	poll.Eventually(t, "storedVersions [v2], after the storage migration", framework.PollInterval, migrationTimeout, env.StoredVersionsAre(framework.BookCRD, "v2"))
 	t.Logf("storedVersions [v2] %v after %s stopped", time.Since(stopped).Round(time.Millisecond), lastV1Release)
 	logMigrations(t, stopped)
 	waitConverged(t, fmt.Sprintf("%d Books in %s Ready", upgradeBooks, r.ns), env.BooksReady(r.ns, upgradeBooks))

@@ -19,7 +19,6 @@ limitations under the License.
 package upgrade_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -171,20 +170,6 @@ func releaseExamples(t *testing.T) []string {
 		t.Fatalf("%s has no v1 examples in manifests/examples/", lastV1Commit)
 	}
 	return files
-}
-
-// storedVersionsAre is a check of the Book CRD's status.storedVersions.
-func storedVersionsAre(want ...string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		crd, err := env.Extensions.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "books.webapp.ydzs.io", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if got := crd.Status.StoredVersions; strings.Join(got, ",") != strings.Join(want, ",") {
-			return fmt.Errorf("storedVersions %v, want %v", got, want)
-		}
-		return nil
-	}
 }
 
 // convergeTimeout bounds a wait for thousands of Books to converge: 26–36 s
