@@ -539,13 +539,9 @@ func ratio(a, b float64) float64 {
 
 // rereportConversion writes the report of an earlier run's JSON again.
 func rereportConversion(o options) error {
-	b, err := os.ReadFile(o.report)
-	if err != nil {
-		return fmt.Errorf("-report: %w", err)
-	}
 	res := &ConversionResult{}
-	if err := json.Unmarshal(b, res); err != nil || res.N == 0 {
-		return fmt.Errorf("-report %s: not a conversion result (%v)", o.report, err)
+	if err := readReport(o.report, "conversion", res); err != nil {
+		return err
 	}
 	return writeConversion(o, res)
 }
@@ -555,6 +551,21 @@ func rereportConversion(o options) error {
 func writeConversion(o options, r *ConversionResult) error {
 	return writeModeReport(o, "conversion", r, conversionMarkdown(r))
 }
+
+// readReport reads -report's JSON into res, a result of the mode what.
+func readReport(path, what string, res interface{ run() *modeRun }) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("-report: %w", err)
+	}
+	if err := json.Unmarshal(b, res); err != nil || res.run().N == 0 {
+		return fmt.Errorf("-report %s: not a %s result (%v)", path, what, err)
+	}
+	return nil
+}
+
+// run gives readReport the modeRun of any result that embeds one.
+func (m *modeRun) run() *modeRun { return m }
 
 // writeModeReport writes <name>.json (v) and <name>.md (md) under -out,
 // <name>-<label>.* for any -label but the default, and prints md.

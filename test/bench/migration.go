@@ -18,10 +18,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -375,13 +373,9 @@ func benchNamespaces(prefix string, count int) []string {
 
 // rereportMigration writes the report of an earlier run's JSON again.
 func rereportMigration(o options) error {
-	b, err := os.ReadFile(o.report)
-	if err != nil {
-		return fmt.Errorf("-report: %w", err)
-	}
 	res := &MigrationResult{}
-	if err := json.Unmarshal(b, res); err != nil || res.N == 0 {
-		return fmt.Errorf("-report %s: not a migration result (%v)", o.report, err)
+	if err := readReport(o.report, "migration", res); err != nil {
+		return err
 	}
 	return writeMigration(o, res)
 }
