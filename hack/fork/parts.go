@@ -57,6 +57,8 @@ var parts = map[string]part{
 			"test/bench/conversion.go", "test/bench/conversion_report.go", "test/bench/conversion_test.go",
 			"docs/bench/conversion.md", "docs/bench/conversion.json",
 			"docs/bench/conversion-no-watch-cache.md", "docs/bench/conversion-no-watch-cache.json",
+			"test/bench/migration.go", "test/bench/migration_report.go", "test/bench/migration_test.go",
+			"docs/bench/migration.md", "docs/bench/migration.json",
 		}},
 	"fork": {always: true, why: "this command, its test and its page",
 		paths: []string{"hack/fork", "hack/test-fork.sh", "hack/test-failures.awk", "docs/fork.md", ".ci"}},

@@ -70,15 +70,9 @@ const conversionControllerNS = "conversion-controller"
 
 // ConversionResult is what a conversion run measured; written as JSON.
 type ConversionResult struct {
-	Started    string  `json:"started"`
-	Finished   string  `json:"finished,omitempty"`
-	Command    string  `json:"command"`
-	Machine    Machine `json:"machine"`
-	Cluster    string  `json:"cluster"`
-	N          int     `json:"n"`
-	Namespaces int     `json:"namespaces"`
-	PageSize   int     `json:"pageSize"`
-	Rounds     int     `json:"rounds"`
+	modeRun
+	PageSize int `json:"pageSize"`
+	Rounds   int `json:"rounds"`
 	// ControllerArgs is the controller's command line.
 	ControllerArgs []string `json:"controllerArgs"`
 	CreateSeconds  float64  `json:"createSeconds"`
@@ -104,10 +98,22 @@ type ConversionResult struct {
 	// ClientPerReviewMs is (v1 p50 − v2 p50) ÷ the pages of one list: what
 	// a review adds to a page, as the client sees it.
 	ClientPerReviewMs float64 `json:"clientPerReviewMs"`
+}
+
+// modeRun is what a run of a mode of its own (-conversion, -migration)
+// records besides its figures.
+type modeRun struct {
+	Started    string  `json:"started"`
+	Finished   string  `json:"finished,omitempty"`
+	Command    string  `json:"command"`
+	Machine    Machine `json:"machine"`
+	Cluster    string  `json:"cluster"`
+	N          int     `json:"n"`
+	Namespaces int     `json:"namespaces"`
 	// Checks are the run's checks, each "PASS: …" or "FAIL: …".
 	Checks []string `json:"checks"`
 	// Showed is what the run showed, written by hand after it into the
-	// JSON; -conversion -report prints it at the end of the report.
+	// JSON; -report prints it at the end of the report.
 	Showed []string `json:"showed,omitempty"`
 }
 
@@ -150,9 +156,7 @@ type WebhookStats struct {
 
 func (e *env) runConversion(ctx context.Context) (err error) {
 	o := e.o
-	res := &ConversionResult{Started: time.Now().UTC().Format(time.RFC3339), Command: conversionCommand(os.Args[1:]),
-		Machine: e.res.Machine, Cluster: e.res.Cluster, N: o.n, Namespaces: o.convNamespaces,
-		PageSize: o.pageSize, Rounds: o.rounds, WatchCache: o.convWatchCache}
+	res := &ConversionResult{modeRun: e.modeRun(), PageSize: o.pageSize, Rounds: o.rounds, WatchCache: o.convWatchCache}
 	defer func() {
 		if res.Finished == "" {
 			return // not measured to the end: an earlier report stays
@@ -261,12 +265,12 @@ func (e *env) measureLists(ctx context.Context, pr *proc, res *ConversionResult)
 }
 
 // conversionNamespaces names the namespaces the Books are spread over.
-func conversionNamespaces(count int) []string {
-	out := make([]string, count)
-	for i := range out {
-		out[i] = fmt.Sprintf("conversion-%02d", i)
-	}
-	return out
+func conversionNamespaces(count int) []string { return benchNamespaces("conversion", count) }
+
+// modeRun is the start of a run's record.
+func (e *env) modeRun() modeRun {
+	return modeRun{Started: time.Now().UTC().Format(time.RFC3339), Command: conversionCommand(os.Args[1:]),
+		Machine: e.res.Machine, Cluster: e.res.Cluster, N: e.o.n, Namespaces: e.o.convNamespaces}
 }
 
 // conversionCommand is the command line of the run, as it would be typed
@@ -360,9 +364,18 @@ func newV2Book(ns string, i int) *webappv2.Book {
 
 // createV2Book creates Book i, retrying as createBooks does.
 func (e *env) createV2Book(ctx context.Context, ns string, i int) error {
+	return createRetrying(func() error {
+		_, err := e.books.WebappV2().Books(ns).Create(ctx, newV2Book(ns, i), metav1.CreateOptions{})
+		return err
+	})
+}
+
+// createRetrying calls create up to 5 times, 50 ms apart, until it succeeds
+// or finds the object there already.
+func createRetrying(create func() error) error {
 	var err error
 	for try := 0; try < 5; try++ {
-		if _, err = e.books.WebappV2().Books(ns).Create(ctx, newV2Book(ns, i), metav1.CreateOptions{}); err == nil || apierrors.IsAlreadyExists(err) {
+		if err = create(); err == nil || apierrors.IsAlreadyExists(err) {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -526,13 +539,9 @@ func ratio(a, b float64) float64 {
 
 // rereportConversion writes the report of an earlier run's JSON again.
 func rereportConversion(o options) error {
-	b, err := os.ReadFile(o.report)
-	if err != nil {
-		return fmt.Errorf("-report: %w", err)
-	}
 	res := &ConversionResult{}
-	if err := json.Unmarshal(b, res); err != nil || res.N == 0 {
-		return fmt.Errorf("-report %s: not a conversion result (%v)", o.report, err)
+	if err := readReport(o.report, "conversion", res); err != nil {
+		return err
 	}
 	return writeConversion(o, res)
 }
@@ -540,18 +549,37 @@ func rereportConversion(o options) error {
 // writeConversion writes conversion.json and .md (conversion-<label>.* for
 // any -label but the default).
 func writeConversion(o options, r *ConversionResult) error {
+	return writeModeReport(o, "conversion", r, conversionMarkdown(r))
+}
+
+// readReport reads -report's JSON into res, a result of the mode what.
+func readReport(path, what string, res interface{ run() *modeRun }) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("-report: %w", err)
+	}
+	if err := json.Unmarshal(b, res); err != nil || res.run().N == 0 {
+		return fmt.Errorf("-report %s: not a %s result (%v)", path, what, err)
+	}
+	return nil
+}
+
+// run gives readReport the modeRun of any result that embeds one.
+func (m *modeRun) run() *modeRun { return m }
+
+// writeModeReport writes <name>.json (v) and <name>.md (md) under -out,
+// <name>-<label>.* for any -label but the default, and prints md.
+func writeModeReport(o options, name string, v any, md string) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	name := "conversion"
 	if o.label != defaultLabel {
 		name += "-" + o.label
 	}
 	base := o.out + string(os.PathSeparator) + name
-	if err := writeJSON(base+".json", r); err != nil {
+	if err := writeJSON(base+".json", v); err != nil {
 		return err
 	}
-	md := conversionMarkdown(r)
 	if err := os.WriteFile(base+".md", []byte(md), 0o644); err != nil {
 		return err
 	}

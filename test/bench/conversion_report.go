@@ -200,11 +200,20 @@ func conversionMarkdown(r *ConversionResult) string {
 			cpu[localcluster.KubeAPIServer], cpu[localcluster.Etcd], cpu["controller"], cpu["bench"])
 	}
 	b.WriteString(conversionMeaning)
-	if len(r.Showed) > 0 {
-		b.WriteString("\n## What this run showed\n\n")
-		for _, s := range r.Showed {
-			fmt.Fprintf(&b, "- %s\n", s)
-		}
+	b.WriteString(showedSection(r.Showed))
+	return b.String()
+}
+
+// showedSection is the report's last section, what the run showed (the
+// notes written into its JSON by hand); empty without notes.
+func showedSection(showed []string) string {
+	if len(showed) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n## What this run showed\n\n")
+	for _, s := range showed {
+		fmt.Fprintf(&b, "- %s\n", s)
 	}
 	return b.String()
 }

@@ -104,9 +104,9 @@ func TestHistogramDeltaFromScrapes(t *testing.T) {
 }
 
 func conversionFixture() *ConversionResult {
-	r := &ConversionResult{Started: "2026-12-06T01:00:00Z", Command: "go run . -conversion -n 1000 -rounds 2", N: 1000,
-		Namespaces: 4, PageSize: 500, Rounds: 2, WatchCache: true, CreateSeconds: 3.5,
-		Machine: Machine{Cores: 2, CPU: "test CPU", LoadAvgStart: "0.1 0.2 0.3"}, Cluster: "local"}
+	r := &ConversionResult{modeRun: modeRun{Started: "2026-12-06T01:00:00Z", Command: "go run . -conversion -n 1000 -rounds 2", N: 1000,
+		Namespaces: 4, Machine: Machine{Cores: 2, CPU: "test CPU", LoadAvgStart: "0.1 0.2 0.3"}, Cluster: "local"},
+		PageSize: 500, Rounds: 2, WatchCache: true, CreateSeconds: 3.5}
 	for rd := 1; rd <= 2; rd++ {
 		r.Lists = append(r.Lists,
 			&ListRun{Round: rd, Version: "v2", Seconds: 1 + float64(rd)/10, Pages: 2, Items: 1000, CPUSeconds: map[string]float64{"kube-apiserver": 0.5}},
@@ -155,7 +155,7 @@ func TestConversionSummaryAndReport(t *testing.T) {
 }
 
 func TestConversionChecks(t *testing.T) {
-	r := &ConversionResult{N: 100, WatchCache: true,
+	r := &ConversionResult{modeRun: modeRun{N: 100}, WatchCache: true,
 		Creates: WebhookStats{Results: map[string]float64{"success": 100}},
 		Webhook: WebhookStats{V1Pages: 4, V1Books: 400, Results: map[string]float64{"success": 0}}}
 	for _, c := range conversionChecks(r) {

@@ -100,6 +100,10 @@ type options struct {
 	convNamespaces int
 	convWatchCache bool
 	pageSize       int
+	// migration runs -migration; migrationTimeout bounds its wait for
+	// storedVersions [v2].
+	migration        bool
+	migrationTimeout time.Duration
 	// fork:end v2
 }
 
@@ -172,7 +176,9 @@ func main() {
 	flag.IntVar(&o.shardNamespaces, "shard-namespaces", 30, "with -shards: namespaces the N Books are spread over")
 	// fork:begin v2
 	flag.BoolVar(&o.conversion, "conversion", false, "instead of the phases: the price of conversion (make bench-conversion): N Books created as v2 under manifests/crd-v2.yaml, listed -rounds times each as v2 and as v1 (through the controller's conversion webhook); writes conversion.md and conversion.json (conversion-<label>.* with a -label of its own). With -report <conversion.json>: run nothing, write that run's report again (with its \"showed\" notes)")
-	flag.IntVar(&o.convNamespaces, "conversion-namespaces", 4, "with -conversion: namespaces the N Books are spread over")
+	flag.BoolVar(&o.migration, "migration", false, "instead of the phases: the storage migration's time (make bench-migration): N Books created through v1 under manifests/crd.yaml, the CRD switched to manifests/crd-v2.yaml, then this build's controller started (webhook on 127.0.0.1, leader election) until its migrator has storedVersions [v2]; writes migration.md and migration.json (migration-<label>.* with a -label of its own). With -report <migration.json>: run nothing, write that run's report again")
+	flag.DurationVar(&o.migrationTimeout, "migration-timeout", 30*time.Minute, "with -migration: give up waiting for storedVersions [v2] after this long")
+	flag.IntVar(&o.convNamespaces, "conversion-namespaces", 4, "with -conversion or -migration: namespaces the N Books are spread over")
 	flag.BoolVar(&o.convWatchCache, "conversion-watch-cache", true, "with -conversion: keep the API server's watch cache for Books; false starts it with --watch-cache-sizes=books.webapp.ydzs.io#0, so that every list reads etcd and converts what it reads")
 	flag.IntVar(&o.pageSize, "page-size", 500, "with -conversion: Books per page of each list (the limit informers and kubectl use)")
 	// fork:end v2
@@ -188,6 +194,9 @@ func main() {
 		// fork:begin v2
 		if o.conversion {
 			rerun = rereportConversion
+		}
+		if o.migration {
+			rerun = rereportMigration
 		}
 		// fork:end v2
 		if err := rerun(o); err != nil {
@@ -217,8 +226,11 @@ func (o *options) finish(phases, ceilingC string) error {
 		return fmt.Errorf("-bounds %d: want the number of runs, or 0 for the phases", o.bounds)
 	}
 	// fork:begin v2
-	if o.conversion && (o.shards > 0 || o.bounds > 0) {
-		return fmt.Errorf("-conversion is a mode of its own: not with -shards or -bounds")
+	if o.conversion && (o.shards > 0 || o.bounds > 0 || o.migration) {
+		return fmt.Errorf("-conversion is a mode of its own: not with -shards, -bounds or -migration")
+	}
+	if o.migration && (o.shards > 0 || o.bounds > 0) {
+		return fmt.Errorf("-migration is a mode of its own: not with -shards or -bounds")
 	}
 	if o.convNamespaces < 1 || o.pageSize < 1 {
 		return fmt.Errorf("-conversion-namespaces and -page-size must be at least 1")
@@ -314,6 +326,9 @@ func run(ctx context.Context, o options) error {
 	if o.conversion {
 		return e.runConversion(ctx)
 	}
+	if o.migration {
+		return e.runMigration(ctx)
+	}
 	// fork:end v2
 
 	if o.warmUp {
@@ -391,8 +406,8 @@ func (e *env) build(ctx context.Context) error {
 			continue // the shard comparison runs ours only
 		}
 		// fork:begin v2
-		if b.out == e.twin && e.o.conversion {
-			continue // so does the conversion
+		if b.out == e.twin && (e.o.conversion || e.o.migration) {
+			continue // so do the conversion and the migration
 		}
 		// fork:end v2
 		logf("building %s", b.out)

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"testing"
 
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
@@ -35,23 +36,32 @@ const BookCRD = "books.webapp.ydzs.io"
 // `kubectl apply` of another release's CRD does.
 func (e *Env) SwitchCRD(t testing.TB, file string) {
 	t.Helper()
-	want, err := LoadCRDFile(file)
-	if err != nil {
+	if err := SwitchCRDFile(context.Background(), e.Extensions, file); err != nil {
 		t.Fatal(err)
 	}
-	crds := e.Extensions.ApiextensionsV1().CustomResourceDefinitions()
+}
+
+// SwitchCRDFile is SwitchCRD for a program (test/bench's -migration): the
+// installed Book CRD gets the spec of manifests/<file>.
+func SwitchCRDFile(ctx context.Context, client apiextensionsclient.Interface, file string) error {
+	want, err := LoadCRDFile(file)
+	if err != nil {
+		return err
+	}
+	crds := client.ApiextensionsV1().CustomResourceDefinitions()
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		crd, err := crds.Get(context.Background(), want.Name, metav1.GetOptions{})
+		crd, err := crds.Get(ctx, want.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		crd.Spec = want.Spec
-		_, err = crds.Update(context.Background(), crd, metav1.UpdateOptions{})
+		_, err = crds.Update(ctx, crd, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
-		t.Fatalf("switching the Book CRD to manifests/%s: %v", file, err)
+		return fmt.Errorf("switching the Book CRD to manifests/%s: %w", file, err)
 	}
+	return nil
 }
 
 // StartWebhookOnly runs bin (this build of the controller) with
