@@ -85,6 +85,9 @@ const (
 	apiServiceIP  = "10.0.0.1"
 	apiProxyPort  = 443
 	podSubnetBits = 24
+	// bridgeMAC is the bridge's own, fixed, locally administered address
+	// (02:…), its last four bytes those of podGateway.
+	bridgeMAC = "02:00:0a:f4:00:01"
 )
 
 // NodeNetns is the name of the node's network namespace (ip netns list;

@@ -126,6 +126,14 @@ func createNetns() error {
 	if err := in("link", "add", "name", nodeBridge, "type", "bridge"); err != nil {
 		return err
 	}
+	// A bridge without an address of its own takes the lowest of its
+	// ports', so it changed as pods came and went, and the pods' ARP
+	// entries for their gateway then pointed at a MAC nobody answered
+	// for: their requests to the API server went unanswered for 5 to 40 s,
+	// a released Lease among them (docs/node.md).
+	if err := in("link", "set", nodeBridge, "address", bridgeMAC); err != nil {
+		return err
+	}
 	for _, a := range []string{fmt.Sprintf("%s/%d", podGateway, podSubnetBits), apiServiceIP + "/32"} {
 		if err := in("addr", "add", a, "dev", nodeBridge); err != nil {
 			return err

@@ -173,6 +173,12 @@ func checkNetns(t *testing.T, c *localcluster.Cluster) {
 	if localcluster.BridgeExists() {
 		t.Error("the pods' bridge is on the host's network; it belongs in the node's namespace")
 	}
+	// 3 is NET_ADDR_SET: an address of its own, which ports joining and
+	// leaving do not change under the pods' ARP entries.
+	assign, err := exec.Command("ip", "netns", "exec", localcluster.NodeNetns, "cat", "/sys/class/net/lcnode0/addr_assign_type").CombinedOutput()
+	if got := strings.TrimSpace(string(assign)); err != nil || got != "3" {
+		t.Errorf("the pods' bridge's addr_assign_type is %q (%v), want 3: an address set at its creation", got, err)
+	}
 	host, err := os.Readlink("/proc/self/ns/net")
 	if err != nil {
 		t.Fatal(err)
