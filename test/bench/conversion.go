@@ -165,7 +165,7 @@ func (e *env) runConversion(ctx context.Context) (err error) {
 			err = errors.Join(err, fmt.Errorf("writing the report: %w", werr))
 		}
 	}()
-	namespaces := conversionNamespaces(o.convNamespaces)
+	namespaces := benchNamespaces("conversion", o.convNamespaces)
 	for _, ns := range append([]string{conversionControllerNS}, namespaces...) {
 		if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
@@ -264,19 +264,17 @@ func (e *env) measureLists(ctx context.Context, pr *proc, res *ConversionResult)
 	return before, after, err
 }
 
-// conversionNamespaces names the namespaces the Books are spread over.
-func conversionNamespaces(count int) []string { return benchNamespaces("conversion", count) }
-
 // modeRun is the start of a run's record.
 func (e *env) modeRun() modeRun {
-	return modeRun{Started: time.Now().UTC().Format(time.RFC3339), Command: conversionCommand(os.Args[1:]),
+	return modeRun{Started: time.Now().UTC().Format(time.RFC3339), Command: runCommand(os.Args[1:]),
 		Machine: e.res.Machine, Cluster: e.res.Cluster, N: e.o.n, Namespaces: e.o.convNamespaces}
 }
 
-// conversionCommand is the command line of the run, as it would be typed
-// in test/bench: paths in the repository relative to it (make passes -out
-// absolute), so that the report names no checkout.
-func conversionCommand(args []string) string {
+// runCommand is the command line of a run of a mode of its own
+// (-conversion, -migration), as it would be typed in test/bench: paths in
+// the repository relative to it (make passes -out absolute), so that the
+// report names no checkout.
+func runCommand(args []string) string {
 	out := []string{"go", "run", "."}
 	root := framework.RepoRoot() + string(os.PathSeparator)
 	for _, a := range args {
@@ -318,7 +316,7 @@ func (e *env) startWebhook(ctx context.Context, res *ConversionResult) (*proc, e
 			pr.terminate()
 		}
 	}()
-	probeNS := conversionNamespaces(1)[0]
+	probeNS := benchNamespaces("conversion", 1)[0]
 	probe := newV2Book(probeNS, 1)
 	probe.Name = "probe"
 	if _, err := e.books.WebappV2().Books(probeNS).Create(ctx, probe, metav1.CreateOptions{}); err != nil {

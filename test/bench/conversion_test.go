@@ -185,8 +185,8 @@ func TestRatioAndCells(t *testing.T) {
 		t.Errorf("msCell: %q, %q", msCell(math.NaN()), msCell(1.234))
 	}
 	out := filepath.Join(framework.RepoRoot(), "docs", "bench")
-	if got := conversionCommand([]string{"-conversion", "-out", out, "-kubeconfig", "", "-label", "a b"}); got != "go run . -conversion -out ../../docs/bench -kubeconfig '' -label 'a b'" {
-		t.Errorf("conversionCommand: %s", got)
+	if got := runCommand([]string{"-conversion", "-out", out, "-kubeconfig", "", "-label", "a b"}); got != "go run . -conversion -out ../../docs/bench -kubeconfig '' -label 'a b'" {
+		t.Errorf("runCommand: %s", got)
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"ydzs.io/book-controller/internal/poll"
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
@@ -96,15 +97,8 @@ func waitEarlierBooksGone(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return poll.Done(len(list.Items) == 0, "Books left, %d more after the first", ptrOr(list.RemainingItemCount))
+		return poll.Done(len(list.Items) == 0, "Books left, %d more after the first", ptr.Deref(list.RemainingItemCount, 0))
 	})
-}
-
-func ptrOr(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
 
 func caBundleWritten(ctx context.Context) error {
