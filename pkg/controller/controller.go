@@ -100,6 +100,12 @@ type Result struct {
 	// for what no event will announce (a foreign ConfigMap's deletion, a
 	// cache that moved past our write in silence).
 	RequeueAfter time.Duration
+
+	// waiting says the sync did nothing but wait for the caches to show our
+	// own writes (waitForCache): neither a success nor a failure, so the key
+	// keeps its backoff. Forgetting it there would restart a refused Book's
+	// backoff at its first step after each of its status writes.
+	waiting bool
 }
 
 // Controller reconciles Books. It is the hand-written counterpart of
@@ -444,13 +450,15 @@ func (c *Controller) processNextWorkItem(ctx context.Context, worker int) bool {
 func (c *Controller) reconcileHandler(ctx context.Context, key cache.ObjectName, res Result, err error) (result, refusal string) {
 	var refused *refusalError
 	switch {
-	case err == nil && res.RequeueAfter > 0:
-		result = metrics.ResultRequeueAfter
-		c.queue.Forget(key)
-		c.queue.AddAfter(key, res.RequeueAfter)
 	case err == nil:
 		result = metrics.ResultSuccess
-		c.queue.Forget(key)
+		if !res.waiting {
+			c.queue.Forget(key)
+		}
+		if res.RequeueAfter > 0 {
+			result = metrics.ResultRequeueAfter
+			c.queue.AddAfter(key, res.RequeueAfter)
+		}
 	case apierrors.IsConflict(err):
 		// Our cache was behind the server; the watch will catch up and the
 		// retry will see the newer object. Not worth an error log.

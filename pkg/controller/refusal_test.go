@@ -206,6 +206,40 @@ func TestRefusalIsRetriedWithinTheRecheck(t *testing.T) {
 	}
 }
 
+// TestRefusedBookBackoffSurvivesItsStatusWrite: a refused sync writes the
+// Book's status, and a retry that comes before the status's event only waits
+// for the cache. That wait is no success: the backoff must not start over,
+// or the retries after each status write would come at the first step again
+// (the live view showed 5, 5, 10, 20 ms).
+func TestRefusedBookBackoffSurvivesItsStatusWrite(t *testing.T) {
+	f := newFixture(t, Options{RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Hour, time.Hour)},
+		newBook("demo", 1, "T", 1))
+	f.kubeClient.PrependReactor("create", "configmaps", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, errQuotaFull
+	})
+	key := bookKey("demo")
+	step := func(what string, wantRequeues int) {
+		t.Helper()
+		f.c.queue.Add(key)
+		if !f.c.processNextWorkItem(t.Context(), 0) {
+			t.Fatal("processNextWorkItem returned false on a live queue")
+		}
+		if n := f.c.queue.NumRequeues(key); n != wantRequeues {
+			t.Errorf("NumRequeues after %s: got %d, want %d", what, n, wantRequeues)
+		}
+	}
+	step("the first refusal", 1)
+	if n := len(f.statusWrites()); n != 1 {
+		t.Fatalf("status writes after the first refusal: got %d, want 1", n)
+	}
+	step("a retry while the cache lacks the status write", 1)
+	f.feedBackBook("demo")
+	step("the second refusal", 2)
+	if n := len(f.statusWrites()); n != 1 {
+		t.Errorf("status writes after the second refusal: got %d, want 1 (unchanged status)", n)
+	}
+}
+
 func TestRefusalMessageIsBounded(t *testing.T) {
 	long := strings.Repeat("é", maxRefusalMessage) // two bytes each
 	r := asRefusal(apierrors.NewForbidden(configMapsGR, "demo", errors.New("admission webhook \"w\" denied the request: "+long)))

@@ -111,15 +111,15 @@ func (c *Controller) waitForCache(ctx context.Context, key cache.ObjectName, beh
 	klog.FromContext(ctx).V(4).Info("Cache behind our own write; waiting for its event", "book", key, "reason", behind)
 	var stale *staleCacheError
 	if !errors.As(behind, &stale) {
-		return Result{}
+		return Result{waiting: true}
 	}
 	if c.observer != nil {
 		c.observer.CacheWait(key, stale.Resource.String(), stale.Written, stale.Read)
 	}
 	if stale.Resource == configMapsResource {
-		return Result{RequeueAfter: c.cacheLagRecheck}
+		return Result{RequeueAfter: c.cacheLagRecheck, waiting: true}
 	}
-	return Result{}
+	return Result{waiting: true}
 }
 
 // syncConfigMap makes the Book's ConfigMap match the desired one and returns
