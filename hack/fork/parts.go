@@ -48,7 +48,7 @@ var parts = map[string]part{
 			"test/integration/versions", "hack/crdgen", "docs/api-versions.md",
 			"pkg/migration", "pkg/manager/migration.go", "test/integration/migration", "test/e2e/conversion_test.go",
 			"manifests/rbac/storage_migration_role.yaml",
-			"pkg/webhook", "pkg/manager/webhook.go", "pkg/manager/webhookonly.go", "test/integration/deploy/webhook_test.go",
+			"pkg/webhook", "pkg/manager/webhook.go", "pkg/manager/webhookonly.go", "pkg/manager/webhookswitch.go", "test/integration/deploy/webhook_test.go",
 			"test/integration/upgrade", "manifests/components/webhook-only", "test/integration/framework/webhook.go",
 			"pkg/ui/conversions.go", "pkg/ui/conversions_test.go", "pkg/manager/webhook_test.go",
 			"manifests/rbac/webhook_role.yaml", "manifests/rbac/webhook_role_binding.yaml",

@@ -217,6 +217,9 @@ type manager struct {
 	migrator *migration.Migrator
 	// webhookServer serves the conversion webhook; nil when it is off.
 	webhookServer *webhook.Server
+	// lateWebhook is the webhook that starts when the CRD switches to it
+	// (webhookswitch.go); nil when it started at once or is off.
+	lateWebhook *lateWebhook
 	// fork:end v2
 	// fork:begin shards
 	// With shards: their buckets, and a slot per shard, each with an

@@ -51,7 +51,8 @@ func (m *manager) buildMigrator(ctx context.Context, w *writers) (*migration.Mig
 		return nil, err
 	}
 	return migration.New(migration.Config{CRDName: bookCRD, Extensions: ext, Kube: w.kube, Recorder: recorder,
-		Metrics: migration.NewMetrics(m.metrics.registry), ManagedBy: DefaultUserAgent, Clock: m.clock})
+		Metrics: migration.NewMetrics(m.metrics.registry), ManagedBy: DefaultUserAgent, Clock: m.clock,
+		Hold: m.lateWebhook.holdMigration})
 }
 
 // migrating is the work of a process with --storage-migration: the

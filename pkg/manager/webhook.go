@@ -63,23 +63,41 @@ type Webhook struct {
 // API server sends reviews to any replica behind the Service. It runs only
 // when the Book CRD converts through a webhook (manifests/crd-v2.yaml):
 // with manifests/crd.yaml, v1 alone, there is nothing to convert, and no
-// port is taken nor Secret written.
+// port is taken nor Secret written until the CRD switches
+// (webhookswitch.go).
 func (m *manager) serveWebhook(ctx context.Context) error {
 	wc := m.cfg.Webhook
 	if wc.Addr == "" || wc.Addr == disabledAddr {
 		return nil
 	}
-	logger := klog.FromContext(ctx)
 	cfg := rest.CopyConfig(m.clients.base)
 	cfg.Dial = m.clients.others.DialContext
 	crds, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("creating the CustomResourceDefinition client: %w", err)
 	}
-	if !webhookWanted(ctx, crds) {
+	wanted, readable := webhookWanted(ctx, crds)
+	switch {
+	case !wanted && readable && !wc.Only:
+		return m.serveWebhookOnSwitch(ctx, crds, cfg)
+	case !wanted:
 		return nil
 	}
+	srv, stop, err := m.startWebhook(ctx, crds, cfg)
+	if err != nil {
+		return err
+	}
+	m.onStop(stop)
+	m.webhookServer = srv
+	m.readyChecks = append(m.readyChecks, srv.Ready)
+	return nil
+}
 
+// startWebhook listens on --webhook-bind-address, gets the certificates and
+// serves. stop ends the server and the certificates' rotation; it touches
+// no field of m, so that webhookswitch.go can call it while Run goes on.
+func (m *manager) startWebhook(ctx context.Context, crds apiextensionsclient.Interface, cfg *rest.Config) (*webhook.Server, func(), error) {
+	wc := m.cfg.Webhook
 	// Each replica counts its own reviews, in the manager's registry.
 	handler := webhook.NewHandler(webhook.NewMetrics(m.metrics.registry), 0)
 	m.showConversions(handler) // fork:line ui
@@ -87,28 +105,26 @@ func (m *manager) serveWebhook(ctx context.Context) error {
 	// certCtx lasts until Run returns: the certificates are kept fresh while
 	// it lasts.
 	certCtx, stopCerts := context.WithCancel(context.WithoutCancel(ctx))
-	m.onStop(stopCerts)
 	srv, err := webhook.Listen(wc.Addr, handler.Mux(), func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
 		return getCert.GetCertificate(h)
 	}, webhook.DefaultTimeouts)
 	if err != nil {
-		return fmt.Errorf("--webhook-bind-address %q: %v: choose another address, or %q to turn it off", wc.Addr, err, disabledAddr)
+		stopCerts()
+		return nil, nil, fmt.Errorf("--webhook-bind-address %q: %v: choose another address, or %q to turn it off", wc.Addr, err, disabledAddr)
 	}
 	getCert, err = m.webhookCerts(certCtx, crds, cfg, srv)
 	if err != nil {
+		stopCerts()
 		_ = srv.Close()
 		if ctx.Err() != nil {
-			return errStopped
+			return nil, nil, errStopped
 		}
-		return err
+		return nil, nil, err
 	}
 	srv.Serve(ctx)
-	m.onStop(srv.Stop)
-	m.webhookServer = srv
-	m.readyChecks = append(m.readyChecks, srv.Ready)
-	logger.Info("Serving the conversion webhook", "address", srv.Addr().String(), "certDir", wc.CertDir,
+	klog.FromContext(ctx).Info("Serving the conversion webhook", "address", srv.Addr().String(), "certDir", wc.CertDir,
 		"namespace", webhookNamespace(wc), "loopback", wc.Loopback)
-	return nil
+	return srv, func() { srv.Stop(); stopCerts() }, nil
 }
 
 // fork:begin ui
@@ -124,11 +140,11 @@ func (m *manager) showConversions(h *webhook.Handler) {
 
 // fork:end ui
 
-// webhookWanted reports whether the Book CRD converts through a webhook.
-// Any doubt is "no": a CRD that cannot be read (missing: the preflight
-// says so; forbidden: an older RBAC, which cannot have installed
-// crd-v2.yaml's webhook) is logged.
-func webhookWanted(ctx context.Context, crds apiextensionsclient.Interface) bool {
+// webhookWanted reports whether the Book CRD converts through a webhook,
+// and whether it could be read at all. Any doubt is "no": a CRD that
+// cannot be read (missing: the preflight says so; forbidden: an older
+// RBAC, which cannot have installed crd-v2.yaml's webhook) is logged.
+func webhookWanted(ctx context.Context, crds apiextensionsclient.Interface) (wanted, readable bool) {
 	logger := klog.FromContext(ctx)
 	crd, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, webhook.DefaultCRDName, metav1.GetOptions{})
 	// The usual cases (crd.yaml; no CRD, which the preflight reports in
@@ -137,15 +153,21 @@ func webhookWanted(ctx context.Context, crds apiextensionsclient.Interface) bool
 	switch {
 	case apierrors.IsNotFound(err):
 		logger.V(2).Info("Conversion webhook off: no CRD", "crd", webhook.DefaultCRDName)
-		return false
+		return false, false
 	case err != nil:
 		logger.Info("Conversion webhook off: cannot read the CRD", "crd", webhook.DefaultCRDName, "err", err)
-		return false
-	case crd.Spec.Conversion == nil || crd.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter:
-		logger.V(2).Info("Conversion webhook off: the CRD converts nothing (manifests/crd.yaml)", "crd", webhook.DefaultCRDName)
-		return false
+		return false, false
+	case !convertsByWebhook(crd):
+		logger.V(2).Info("Conversion webhook off until the CRD converts through one (manifests/crd-v2.yaml)", "crd", webhook.DefaultCRDName)
+		return false, true
 	}
-	return true
+	return true, true
+}
+
+// convertsByWebhook reports whether the API server sends crd's conversions
+// to a webhook.
+func convertsByWebhook(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	return crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter
 }
 
 // webhookCerts returns the webhook's certificates: from --webhook-cert-dir,

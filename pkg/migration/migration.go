@@ -80,6 +80,9 @@ const (
 	EventStoredRestored     = "StoredVersionsRestored"
 )
 
+// holdRecheck is how often a held migration (Config.Hold) asks again.
+const holdRecheck = time.Second
+
 // Defaults of Config.
 const (
 	DefaultFirstRetry = time.Minute
@@ -107,6 +110,11 @@ type Config struct {
 	// started, if nothing changed the CRD meanwhile; each further failure
 	// doubles it, up to MaxRetry. Zero picks the defaults.
 	FirstRetry, MaxRetry time.Duration
+	// Hold, when set and returning an error for the CRD as cached, keeps
+	// a migration from starting, and is asked again a second later: the
+	// controller holds one while its conversion webhook, without which
+	// every rewrite would fail, starts after the CRD switched to it.
+	Hold func(*apiextensionsv1.CustomResourceDefinition) error
 }
 
 // Migrator is one CRD's storage migration loop. Run it while leading.
@@ -256,6 +264,18 @@ func (m *Migrator) watch(ctx context.Context, kick chan struct{}) (crds apiexten
 	}, nil
 }
 
+// held reports whether Config.Hold keeps a migration of crd from starting.
+func (m *Migrator) held(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) bool {
+	if m.cfg.Hold == nil {
+		return false
+	}
+	err := m.cfg.Hold(crd)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Storage migration held", "crd", crd.Name, "reason", err)
+	}
+	return err != nil
+}
+
 // ours is the migration name made for crd, or nil: none, or another
 // CRD's of the same name (deleted and created again since).
 func ours(crd *apiextensionsv1.CustomResourceDefinition, name string,
@@ -312,6 +332,8 @@ func (m *Migrator) sync(ctx context.Context, getCRD func(string) (*apiextensions
 		return 0, fmt.Errorf("CRD %s has no storage version", crd.Name)
 	}
 	switch {
+	case svm == nil && m.held(ctx, crd):
+		return holdRecheck, nil
 	case svm == nil:
 		return 0, m.start(ctx, crd, name)
 	case succeeded(svm):

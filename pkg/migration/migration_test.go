@@ -18,6 +18,7 @@ package migration
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -194,6 +195,31 @@ func TestStartsOneMigration(t *testing.T) {
 	}
 	if !slices.Equal(f.stored(), []string{"v1", "v2"}) {
 		t.Errorf("storedVersions %v changed while running", f.stored())
+	}
+}
+
+// TestHoldKeepsTheMigrationFromStarting: while Hold says no (the webhook
+// the rewrites need is starting), nothing is created and the migrator asks
+// again soon; once it says yes, the migration starts.
+func TestHoldKeepsTheMigrationFromStarting(t *testing.T) {
+	f := newFixture(t, crd(2, "v2", "v1", "v2"))
+	held := true
+	f.m.cfg.Hold = func(*apiextensionsv1.CustomResourceDefinition) error {
+		if held {
+			return errors.New("the conversion webhook is starting")
+		}
+		return nil
+	}
+	if wait := f.sync(); wait != holdRecheck {
+		t.Errorf("held: next sync in %v, want %v", wait, holdRecheck)
+	}
+	if got := f.migrations(); len(got) != 0 {
+		t.Errorf("held: migrations %v, want none", got)
+	}
+	held = false
+	f.sync()
+	if got, want := f.migrations(), []string{Name(crdName, "v2", 2)}; !slices.Equal(got, want) {
+		t.Errorf("released: migrations %v, want %v", got, want)
 	}
 }
 

@@ -23,9 +23,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -49,8 +51,9 @@ const storedAsV1 = 200
 // conversion each, by pods that share two cores with the control plane.
 const migrationWait = 5 * time.Minute
 
-// testConversionThroughTheService installs crd-v2.yaml and restarts the
-// controller, as docs/api-versions.md tells a user, so that the API server
+// testConversionThroughTheService installs crd-v2.yaml over the running
+// controller, whose pods start their webhook on that switch, without a
+// restart; the API server then
 // converts Books by calling the controller's pods through their Service
 // (on this node: the egress proxy into the pod network, docs/node.md). It
 // then keeps conversion with the controller scaled to zero, through the
@@ -61,13 +64,13 @@ func testConversionThroughTheService(t *testing.T) {
 	createBooks(t, ns, "stored-v1", storedAsV1)
 	waitBooksReady(t, ns, storedAsV1, framework.Timeout)
 
+	before := podNames(waitRolledOut(t, 2))
 	kubectl(t, "apply", "-f", "manifests/crd-v2.yaml")
 	kubectl(t, "wait", "--for", "condition=Established", "--timeout=60s", "crd/"+framework.BookCRD)
-	// A replica decides at its start whether to serve the webhook
-	// (docs/api-versions.md): after switching the CRD, restart them.
-	kubectl(t, "rollout", "restart", "-n", systemNS, "deployment/"+deployName)
-	kubectl(t, "rollout", "status", "-n", systemNS, "deployment/"+deployName, "--timeout=180s")
 	poll.Eventually(t, "the replicas' CA in the CRD's conversion caBundle", time.Second, podWait, caBundleWritten)
+	if after := podNames(waitRolledOut(t, 2)); !slices.Equal(after, before) {
+		t.Errorf("the controller's pods changed when the CRD switched to its webhook: %v, before %v", after, before)
+	}
 	kubectl(t, "apply", "-n", ns, "-f", "manifests/examples/v2/book-sample.yaml")
 	poll.Eventually(t, "book-sample-v2 read as v1", time.Second, podWait, readAsV1(ns, "book-sample-v2", 20))
 	waitBooksReady(t, ns, storedAsV1+1, framework.Timeout)
@@ -180,4 +183,18 @@ func onlyWebhookPodsServe(ctx context.Context) error {
 	}
 	return poll.Done(ok, "webhook-only pods ready at %v, the Service's ready endpoints %v, %d controller pods",
 		want, ready, len(controllers.Items))
+}
+
+// podNames are pods' names, each with its containers' restart count, sorted.
+func podNames(pods []corev1.Pod) []string {
+	var names []string
+	for _, p := range pods {
+		restarts := int32(0)
+		for _, cs := range p.Status.ContainerStatuses {
+			restarts += cs.RestartCount
+		}
+		names = append(names, fmt.Sprintf("%s (%d restarts)", p.Name, restarts))
+	}
+	slices.Sort(names)
+	return names
 }

@@ -48,7 +48,7 @@ func TestWebhookManifests(t *testing.T) {
 	var cr rbacv1.ClusterRole
 	toTyped(t, find(t, objs, "ClusterRole", "", "book-controller-webhook"), &cr)
 	wantCR := []rbacv1.PolicyRule{{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
-		ResourceNames: []string{"books.webapp.ydzs.io"}, Verbs: []string{"get", "patch"}}}
+		ResourceNames: []string{"books.webapp.ydzs.io"}, Verbs: []string{"get", "list", "watch", "patch"}}}
 	if !reflect.DeepEqual(cr.Rules, wantCR) {
 		t.Errorf("webhook ClusterRole rules %+v, want %+v", cr.Rules, wantCR)
 	}

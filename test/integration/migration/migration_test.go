@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	svmv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -40,8 +41,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"ydzs.io/book-controller/internal/poll"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/manager"
 	"ydzs.io/book-controller/pkg/migration"
+	"ydzs.io/book-controller/pkg/webhook"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -433,26 +436,60 @@ func freeze(t *testing.T, ns string) {
 
 // TestControllerMigratesTheBookCRD runs the controller as its
 // ServiceAccount (the roles of manifests/, storage_migration_role.yaml
-// included), with leader election and --storage-migration, after the Book
-// CRD went from manifests/crd.yaml (v1 stored) to crd-v2.yaml (v2 stored):
-// with no Books to convert, the conversion webhook is not needed, and the
-// controller must have storedVersions set to [v2], as Events on the CRD and
-// its metrics say.
+// and the webhook's included), with leader election, --storage-migration
+// and its webhook on 127.0.0.1, over Books created under
+// manifests/crd.yaml (v1 stored). Then crd-v2.yaml is applied while it
+// runs, as an upgrade does: the controller must start its conversion
+// webhook on that switch, with no restart, and have storedVersions set to
+// [v2], as Events on the CRD and its metrics say; the Books stay Ready and
+// read as v2.
 func TestControllerMigratesTheBookCRD(t *testing.T) {
 	v1, err := framework.LoadCRD()
 	if err != nil {
 		t.Fatal(err)
 	}
 	installCRD(t, v1)
-	env.SwitchCRD(t, framework.CRDV2File)
-	waitStored(t, v1.Name, []string{"v1", "v2"}, framework.Timeout)
+	ns := env.Namespace(t)
+	const controllerNS = "book-controller-system"
+	cfg := env.ControllerServiceAccountConfig(t)
+	env.WaitForAccess(t, cfg,
+		authorizationv1.ResourceAttributes{Verb: "update", Resource: "secrets", Namespace: controllerNS, Name: webhook.DefaultSecretName},
+		authorizationv1.ResourceAttributes{Verb: "watch", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Name: webhook.DefaultCRDName},
+		authorizationv1.ResourceAttributes{Verb: "patch", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Name: webhook.DefaultCRDName})
+	metrics, probe := framework.FreeAddr(t), framework.FreeAddr(t)
+	env.StartController(t, framework.ControllerOptions{StorageMigration: true, MetricsAddr: metrics, ProbeAddr: probe, RESTConfig: cfg,
+		LeaderElection: manager.LeaderElection{Enabled: true, Namespace: controllerNS, ID: "book-controller"},
+		Webhook:        manager.Webhook{Addr: "127.0.0.1:0", Loopback: true, Namespace: controllerNS}})
+	const books = 20
+	env.CreateBooks(t, ns, "book", books)
+	env.WaitForBooksReady(t, ns, books)
 
-	metrics := framework.FreeAddr(t)
 	start := time.Now()
-	env.StartController(t, framework.ControllerOptions{StorageMigration: true, MetricsAddr: metrics,
-		LeaderElection: manager.LeaderElection{Enabled: true, Namespace: "book-controller-system", ID: "book-controller"}})
+	env.SwitchCRD(t, framework.CRDV2File)
+	framework.Eventually(t, "a v2 read of a v1-stored Book, converted by the controller's webhook", func(ctx context.Context) error {
+		b, err := env.Books.WebappV2().Books(ns).Get(ctx, "book-00000", metav1.GetOptions{})
+		if err == nil && (b.Spec.Price.Currency != "XXX" || b.Spec.Price.Amount == "") {
+			err = fmt.Errorf("price %+v, want an amount in XXX", b.Spec.Price)
+		}
+		return err
+	})
+	t.Logf("the webhook converted %v after the switch", time.Since(start).Round(time.Millisecond))
 	waitStored(t, v1.Name, []string{"v2"}, migrationTimeout)
-	t.Logf("the controller had storedVersions [v2] %v after it started", time.Since(start).Round(time.Millisecond))
+	t.Logf("storedVersions [v2] %v after the switch", time.Since(start).Round(time.Millisecond))
+	// A Book v1 cannot express, which the controller reads and writes as v1.
+	priced := &webappv2.Book{ObjectMeta: metav1.ObjectMeta{Name: "priced"},
+		Spec: webappv2.BookSpec{Title: "t", Price: webappv2.Price{Amount: "19.99", Currency: "EUR"}}}
+	if _, err := env.Books.WebappV2().Books(ns).Create(t.Context(), priced, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForBooksReady(t, ns, books+1)
+	framework.Eventually(t, "/readyz", func(context.Context) error {
+		code, body, err := framework.HTTPGet(probe, "/readyz")
+		if err == nil && code != 200 {
+			err = fmt.Errorf("%d %s", code, body)
+		}
+		return err
+	})
 	framework.Eventually(t, "the Events on "+v1.Name, func(ctx context.Context) error {
 		got, err := crdEvents(ctx, v1.Name)
 		if err == nil && (len(got[migration.EventMigrationStarted]) == 0 || len(got[migration.EventMigrationSucceeded]) == 0) {

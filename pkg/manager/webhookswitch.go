@@ -1,0 +1,171 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"ydzs.io/book-controller/pkg/webhook"
+)
+
+// serveWebhookOnSwitch starts the conversion webhook when the Book CRD
+// switches to converting through one: `kubectl apply -f
+// manifests/crd-v2.yaml` over running replicas, as an upgrade does. From
+// that moment the API server sends every v1 read of a v2-stored Book here,
+// the informers' included, so waiting for a restart would leave them
+// failing. It watches the one CRD (RBAC: list and watch by resourceName).
+// Run is past its steps when the switch comes, so a failure to start
+// cannot end it: /readyz fails with the error instead.
+func (m *manager) serveWebhookOnSwitch(ctx context.Context, crds apiextensionsclient.Interface, cfg *rest.Config) error {
+	late := &lateWebhook{}
+	m.lateWebhook = late
+	m.readyChecks = append(m.readyChecks, late.ready)
+	m.onStop(late.stop)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	m.onStop(stopWatch)
+	switched, err := watchForWebhookCRD(watchCtx, crds)
+	if err != nil {
+		stopWatch()
+		return err
+	}
+	go func() {
+		select {
+		case <-watchCtx.Done():
+			return
+		case <-switched:
+		}
+		stopWatch()
+		late.starting()
+		klog.FromContext(ctx).Info("The CRD now converts through a webhook; starting it", "crd", webhook.DefaultCRDName)
+		srv, stop, err := m.startWebhook(ctx, crds, cfg)
+		if err != nil && !errors.Is(err, errStopped) {
+			klog.FromContext(ctx).Error(err, "Conversion webhook did not start", "crd", webhook.DefaultCRDName)
+		}
+		late.started(srv, stop, err)
+	}()
+	return nil
+}
+
+// watchForWebhookCRD returns a channel closed once the Book CRD converts
+// through a webhook; the watch ends with ctx.
+func watchForWebhookCRD(ctx context.Context, crds apiextensionsclient.Interface) (<-chan struct{}, error) {
+	factory := apiextensionsinformers.NewSharedInformerFactoryWithOptions(crds, 0,
+		apiextensionsinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", webhook.DefaultCRDName).String()
+		}))
+	informer := factory.Apiextensions().V1().CustomResourceDefinitions().Informer()
+	switched := make(chan struct{})
+	var once sync.Once
+	seen := func(obj any) {
+		if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok && convertsByWebhook(crd) {
+			once.Do(func() { close(switched) })
+		}
+	}
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, obj any) { seen(obj) }})
+	if err != nil {
+		return nil, fmt.Errorf("watching the CRD %s: %w", webhook.DefaultCRDName, err)
+	}
+	factory.Start(ctx.Done())
+	return switched, nil
+}
+
+// lateWebhook is the state of a webhook started on the CRD's switch, which
+// /readyz and the manager's stop read from other goroutines.
+type lateWebhook struct {
+	mu     sync.Mutex
+	phase  int // 0 not wanted, 1 starting, 2 done
+	srv    *webhook.Server
+	stopFn func()
+	err    error
+	// stopped: Run has ended; a webhook that starts after it is stopped
+	// at once.
+	stopped bool
+}
+
+func (l *lateWebhook) starting() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.phase = 1
+}
+
+func (l *lateWebhook) started(srv *webhook.Server, stop func(), err error) {
+	l.mu.Lock()
+	l.phase, l.srv, l.stopFn, l.err = 2, srv, stop, err
+	stopped := l.stopped
+	l.mu.Unlock()
+	if stopped && stop != nil {
+		stop()
+	}
+}
+
+// ready is /readyz's view: nil while the CRD converts nothing, an error
+// while the webhook starts or if it failed to.
+func (l *lateWebhook) ready() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.phase == 0:
+		return nil
+	case l.phase == 1:
+		return errors.New("conversion webhook starting: the CRD switched to it")
+	case l.err != nil:
+		return fmt.Errorf("conversion webhook did not start after the CRD switched to it: %w", l.err)
+	}
+	return l.srv.Ready()
+}
+
+// holdMigration keeps the storage migration (pkg/migration) from starting
+// while crd converts through the webhook and it is not serving yet: its
+// rewrites would fail, and the CA it writes into crd, a new generation,
+// would start a second migration. Nil l holds nothing.
+func (l *lateWebhook) holdMigration(crd *apiextensionsv1.CustomResourceDefinition) error {
+	if l == nil || !convertsByWebhook(crd) {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.phase < 2:
+		return errors.New("the conversion webhook is starting")
+	case l.err != nil:
+		return fmt.Errorf("the conversion webhook did not start: %w", l.err)
+	}
+	return l.srv.Ready()
+}
+
+// stop stops the webhook if it started, and one still starting once it has.
+func (l *lateWebhook) stop() {
+	l.mu.Lock()
+	stop := l.stopFn
+	l.stopped = true
+	l.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
