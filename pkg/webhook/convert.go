@@ -119,7 +119,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req = *review.Request
 	resp := h.review(review.Request)
 	result = ResultSuccess
-	if resp.Result.Status != metav1.StatusSuccess {
+	if resp.Result.Status == metav1.StatusSuccess {
+		h.metrics.converted(req.DesiredAPIVersion, len(req.Objects))
+	} else {
 		result, message = ResultFailure, resp.Result.Message
 		logger.Info("Conversion refused", "uid", resp.UID, "desiredAPIVersion", review.Request.DesiredAPIVersion,
 			"objects", len(review.Request.Objects), "reason", resp.Result.Message)

@@ -153,6 +153,12 @@ func TestConvertsBothWays(t *testing.T) {
 	if got := testutil.CollectAndCount(m.duration); got != 1 {
 		t.Errorf("duration histogram: %d series", got)
 	}
+	// Two Books to v1, then two and the one already v2 to v2.
+	for to, want := range map[string]float64{"v1": 2, "v2": 3} {
+		if got := testutil.ToFloat64(m.objects.WithLabelValues(to)); got != want {
+			t.Errorf("objects converted to %s = %v, want %v", to, got, want)
+		}
+	}
 }
 
 func mustBook1(t *testing.T, obj runtime.RawExtension) *webappv1.Book {
@@ -208,6 +214,9 @@ func TestRefusesReviewsItCannotConvertWhole(t *testing.T) {
 			}
 			if got := testutil.ToFloat64(m.reviews.WithLabelValues(ResultFailure)); got != 1 {
 				t.Errorf("%s reviews = %v, want 1", ResultFailure, got)
+			}
+			if got := testutil.CollectAndCount(m.objects); got != 2 || testutil.ToFloat64(m.objects.WithLabelValues("v1"))+testutil.ToFloat64(m.objects.WithLabelValues("v2")) != 0 {
+				t.Errorf("objects counted for a refused review")
 			}
 		})
 	}

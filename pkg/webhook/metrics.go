@@ -17,9 +17,13 @@ limitations under the License.
 package webhook
 
 import (
+	"path"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // Results of a review, the values of the reviews counter's "result" label.
@@ -36,9 +40,10 @@ const (
 	ResultPanic = "panic"
 )
 
-// Metrics counts the reviews and times them.
+// Metrics counts the reviews and the Books in them, and times them.
 type Metrics struct {
 	reviews  *prometheus.CounterVec
+	objects  *prometheus.CounterVec
 	duration prometheus.Histogram
 }
 
@@ -49,6 +54,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "book_controller_conversion_reviews_total",
 			Help: "ConversionReviews answered by the conversion webhook, by result (success, failure, bad_request, panic).",
 		}, []string{"result"}),
+		// By the version asked for: the API server sends only objects of
+		// another version, so with two versions "to" names the direction,
+		// and tells which clients cost conversions (docs/api-versions.md).
+		objects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "book_controller_conversion_objects_total",
+			Help: "Books converted in the ConversionReviews answered with success, by the version converted to (v1, v2).",
+		}, []string{"to"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "book_controller_conversion_review_duration_seconds",
 			Help:    "Time the conversion webhook took to answer a ConversionReview, from its arrival to its answer.",
@@ -58,8 +70,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range []string{ResultSuccess, ResultFailure, ResultBadRequest, ResultPanic} {
 		m.reviews.WithLabelValues(r) // every series from the start, at 0
 	}
-	reg.MustRegister(m.reviews, m.duration)
+	for _, to := range []string{webappv1.SchemeGroupVersion.Version, webappv2.SchemeGroupVersion.Version} {
+		m.objects.WithLabelValues(to)
+	}
+	reg.MustRegister(m.reviews, m.objects, m.duration)
 	return m
+}
+
+// converted counts n Books converted to the API version to (group/version).
+func (m *Metrics) converted(to string, n int) {
+	if m == nil {
+		return
+	}
+	m.objects.WithLabelValues(path.Base(to)).Add(float64(n))
 }
 
 func (m *Metrics) observe(result string, d time.Duration) {

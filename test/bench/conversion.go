@@ -60,6 +60,7 @@ import (
 // Metric names of pkg/webhook, read from the controller's /metrics.
 const (
 	reviewsMetric        = "book_controller_conversion_reviews_total"
+	objectsMetric        = "book_controller_conversion_objects_total"
 	reviewDurationMetric = "book_controller_conversion_review_duration_seconds"
 )
 
@@ -149,6 +150,9 @@ type WebhookStats struct {
 	P99Ms   float64            `json:"p99Ms"`   // interpolated in its buckets
 	MeanMs  float64            `json:"meanMs"`  // its sum ÷ its count: exact
 	Results map[string]float64 `json:"results"` // the counter's increase by result
+	// ObjectsTo is the Books converted, by the version converted to (the
+	// objects counter's increase).
+	ObjectsTo map[string]float64 `json:"objectsTo,omitempty"`
 	// V1Pages and V1Books are what the measured v1 lists read (lists only).
 	V1Pages int `json:"v1Pages,omitempty"`
 	V1Books int `json:"v1Books,omitempty"`
@@ -470,6 +474,13 @@ func webhookDelta(before, after metrics) WebhookStats {
 	w.Results = map[string]float64{}
 	for k, x := range after.by(reviewsMetric, "result") {
 		w.Results[k] = x - res0[k]
+	}
+	obj0 := before.by(objectsMetric, "to")
+	for k, x := range after.by(objectsMetric, "to") {
+		if w.ObjectsTo == nil {
+			w.ObjectsTo = map[string]float64{}
+		}
+		w.ObjectsTo[k] = x - obj0[k]
 	}
 	return w
 }

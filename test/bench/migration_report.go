@@ -61,6 +61,9 @@ func migrationMarkdown(r *MigrationResult) string {
 	bf, du := r.BeforeSVM, r.DuringSVM
 	fmt.Fprintf(&b, "| ConversionReviews (the histogram's count) | %g | %g |\n", bf.Reviews, du.Reviews)
 	fmt.Fprintf(&b, "| reviews per Book | %s | %s |\n", ratioCell(bf.Reviews, float64(r.N)), ratioCell(du.Reviews, float64(r.N)))
+	for _, to := range []string{"v2", "v1"} {
+		fmt.Fprintf(&b, "| Books converted to %s, per Book | %s | %s |\n", to, ratioCell(bf.ObjectsTo[to], float64(r.N)), ratioCell(du.ObjectsTo[to], float64(r.N)))
+	}
 	fmt.Fprintf(&b, "| p50 per review, interpolated in the buckets | %s | %s |\n", msOf(bf), msOf(du))
 	fmt.Fprintf(&b, "| p99 per review, interpolated in the buckets | %s | %s |\n", msOf(bf, "p99"), msOf(du, "p99"))
 	fmt.Fprintf(&b, "| mean per review (the histogram's sum ÷ count) | %s | %s |\n", msOf(bf, "mean"), msOf(du, "mean"))
@@ -103,7 +106,10 @@ const migrationMeaning = `
   converted back for the v1 cache; the rewrite itself reads v1 and writes v2. Counts and
   times come from book_controller_conversion_review_duration_seconds and
   book_controller_conversion_reviews_total, scraped when the bench first saw the migration
-  and at the end; p50 and p99 are only as fine as the histogram's buckets.
+  and at the end; p50 and p99 are only as fine as the histogram's buckets. The Books
+  converted to each version come from book_controller_conversion_objects_total: to v2 are
+  reads of Books still stored as v1, to v1 are Books written as v2 and read, watched or
+  tracked (managedFields of v1 writers) as v1.
 - **CPU** is each process's user + system time (/proc/<pid>/stat) over the same span; the
   controller's from its start.
 - **Checks**: storedVersions is [v2] alone, the migration Succeeded, a v2 list returns

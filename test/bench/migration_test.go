@@ -62,8 +62,9 @@ func migrationFixture() *MigrationResult {
 		FromControllerSeconds: 52.25, PollSeconds: 0.25,
 		SVM: SVMTimes{Name: "books.webapp.ydzs.io-v2-g2", CreatedAfterControllerSeconds: -0.4,
 			SucceededAfterCreatedSeconds: 40, StoredV2AfterCreatedSeconds: 40.4, Conditions: []string{"Succeeded=True (Done)"}},
-		BeforeSVM:  WebhookStats{Reviews: 1000, Results: map[string]float64{"success": 1000}},
-		DuringSVM:  WebhookStats{Reviews: 2000, P50Ms: 0.2, P99Ms: 1.5, MeanMs: 0.3, Results: map[string]float64{"success": 2000}},
+		BeforeSVM: WebhookStats{Reviews: 1000, Results: map[string]float64{"success": 1000}},
+		DuringSVM: WebhookStats{Reviews: 2000, P50Ms: 0.2, P99Ms: 1.5, MeanMs: 0.3, Results: map[string]float64{"success": 2000},
+			ObjectsTo: map[string]float64{"v1": 1500, "v2": 500}},
 		CPUSeconds: map[string]float64{"controller": 3, "kube-apiserver": 20},
 		V2List:     &ListRun{Version: "v2", Items: 1000, Pages: 2, Seconds: 0.5}}
 }
@@ -107,6 +108,8 @@ func TestMigrationReport(t *testing.T) {
 		"| **its creationTimestamp → storedVersions [v2]** | **40.4** |",
 		"rewrote 25 Books/s",
 		"| ConversionReviews (the histogram's count) | 1000 | 2000 |",
+		"| Books converted to v2, per Book | 0.00 | 0.50 |",
+		"| Books converted to v1, per Book | 0.00 | 1.50 |",
 		"| p50 per review, interpolated in the buckets | 0.00 ms | 0.20 ms |",
 		"| 3.0 s | 20.0 s | 0.0 s | 0.0 s | 0.0 s |",
 		"- PASS: a v2 list returns 1000 Books of 1000 created: 0 lost",
