@@ -402,7 +402,11 @@ func TestSlowAPIServer(t *testing.T) {
 	wg.Wait()
 	stopAll(t, ns, slots...)
 
-	rep := checkLeadersWith(t, ns, lt.RenewDeadline, false)
+	// A write admitted just before the fence's deadline arrives up to
+	// latency later: the promise is that none arrives after the deadline
+	// plus that travel, which stays short of the lease duration, so no
+	// successor can have acquired meanwhile.
+	rep := checkLeadersWith(t, ns, lt.RenewDeadline+latency, false)
 	for _, r := range replicas(slots...) {
 		if code, ok := r.ExitCode(); ok && code != 0 && code != 1 {
 			t.Errorf("%s exited with code %d, want 0 (SIGTERM) or 1 (lost the Lease)", r.Name, code)
@@ -421,7 +425,7 @@ func TestSlowAPIServer(t *testing.T) {
 	if rep.MinSlack >= 0 {
 		slack = rep.MinSlack.Round(time.Millisecond).String()
 	}
-	figure(t, "%v of +%v on the leader's requests: %d leadership periods, %d replicas exited (%v); %d writes, %d outside their writer's leadership, %d periods overlapping; closest write to a lost leader's deadline: %s before it",
+	figure(t, "%v of +%v on the leader's requests: %d leadership periods, %d replicas exited (%v); %d writes, %d outside their writer's leadership, %d periods overlapping; closest write to a lost leader's deadline plus the travel: %s before it",
 		slow, latency, len(rep.Periods), len(exits), exits, len(rep.Writes), len(rep.Outside), len(rep.Overlaps), slack)
 }
 
