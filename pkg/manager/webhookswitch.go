@@ -98,11 +98,13 @@ func watchForWebhookCRD(ctx context.Context, crds apiextensionsclient.Interface)
 // lateWebhook is the state of a webhook started on the CRD's switch, which
 // /readyz and the manager's stop read from other goroutines.
 type lateWebhook struct {
-	mu     sync.Mutex
-	phase  int // 0 not wanted, 1 starting, 2 done
-	srv    *webhook.Server
-	stopFn func()
-	err    error
+	mu sync.Mutex
+	// switched: the CRD converts through the webhook; done: the start
+	// ended, serving srv (stopped with stopFn) or failing with err.
+	switched, done bool
+	srv            *webhook.Server
+	stopFn         func()
+	err            error
 	// stopped: Run has ended; a webhook that starts after it is stopped
 	// at once.
 	stopped bool
@@ -111,12 +113,12 @@ type lateWebhook struct {
 func (l *lateWebhook) starting() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.phase = 1
+	l.switched = true
 }
 
 func (l *lateWebhook) started(srv *webhook.Server, stop func(), err error) {
 	l.mu.Lock()
-	l.phase, l.srv, l.stopFn, l.err = 2, srv, stop, err
+	l.done, l.srv, l.stopFn, l.err = true, srv, stop, err
 	stopped := l.stopped
 	l.mu.Unlock()
 	if stopped && stop != nil {
@@ -124,15 +126,12 @@ func (l *lateWebhook) started(srv *webhook.Server, stop func(), err error) {
 	}
 }
 
-// ready is /readyz's view: nil while the CRD converts nothing, an error
-// while the webhook starts or if it failed to.
-func (l *lateWebhook) ready() error {
+// serving is nil once the webhook serves with a certificate, else why not.
+func (l *lateWebhook) serving() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
-	case l.phase == 0:
-		return nil
-	case l.phase == 1:
+	case !l.done:
 		return errors.New("conversion webhook starting: the CRD switched to it")
 	case l.err != nil:
 		return fmt.Errorf("conversion webhook did not start after the CRD switched to it: %w", l.err)
@@ -140,23 +139,28 @@ func (l *lateWebhook) ready() error {
 	return l.srv.Ready()
 }
 
+// ready is /readyz's view: nil while the CRD converts nothing, then
+// serving's.
+func (l *lateWebhook) ready() error {
+	l.mu.Lock()
+	switched := l.switched
+	l.mu.Unlock()
+	if !switched {
+		return nil
+	}
+	return l.serving()
+}
+
 // holdMigration keeps the storage migration (pkg/migration) from starting
 // while crd converts through the webhook and it is not serving yet: its
 // rewrites would fail, and the CA it writes into crd, a new generation,
-// would start a second migration. Nil l holds nothing.
+// would start a second migration. The migrator may see the switch before
+// the watch here does, so it asks the CRD it holds. Nil l holds nothing.
 func (l *lateWebhook) holdMigration(crd *apiextensionsv1.CustomResourceDefinition) error {
 	if l == nil || !convertsByWebhook(crd) {
 		return nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case l.phase < 2:
-		return errors.New("the conversion webhook is starting")
-	case l.err != nil:
-		return fmt.Errorf("the conversion webhook did not start: %w", l.err)
-	}
-	return l.srv.Ready()
+	return l.serving()
 }
 
 // stop stops the webhook if it started, and one still starting once it has.
