@@ -21,7 +21,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // bookCompactor is an optimization layer (Options.Off.CompactBooks turns it
@@ -47,7 +47,7 @@ func newBookCompactor() *bookCompactor { return &bookCompactor{} }
 
 // transform compacts a Book; anything else (a tombstone) passes unchanged.
 func (b *bookCompactor) transform(obj any) (any, error) {
-	book, ok := obj.(*webappv1.Book)
+	book, ok := obj.(*webappv2.Book)
 	if !ok {
 		return obj, nil
 	}

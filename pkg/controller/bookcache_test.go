@@ -26,7 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // sameString reports whether a and b share their bytes: one allocation.
@@ -36,7 +36,7 @@ func sameString(a, b string) bool {
 
 // decodedBook is a converged Book whose every string is an allocation of its
 // own, as a decoder leaves them.
-func decodedBook(name string) *webappv1.Book {
+func decodedBook(name string) *webappv2.Book {
 	b := newBook(name, 1, "T", 1)
 	b.Namespace = strings.Clone(testNamespace)
 	b.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
@@ -51,14 +51,14 @@ func decodedBook(name string) *webappv1.Book {
 
 func TestBookTransformSharesRepeatedStrings(t *testing.T) {
 	transform := newBookCompactor().transform
-	var books []*webappv1.Book
+	var books []*webappv2.Book
 	for _, name := range []string{"a", "b"} {
 		want := decodedBook(name)
 		obj, err := transform(decodedBook(name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := obj.(*webappv1.Book)
+		got := obj.(*webappv2.Book)
 		want.ManagedFields = nil
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("transform changed what the Book says:\ngot  %+v\nwant %+v", got, want)
@@ -96,7 +96,7 @@ func TestConfigMapProjectionSharesTheCachedBooksStrings(t *testing.T) {
 	ref := &cm.OwnerReferences[0]
 	ref.Name, ref.UID = strings.Clone(ref.Name), types.UID(strings.Clone(string(ref.UID)))
 	v := f.c.cachedForm(cm).(*cachedConfigMap)
-	if *v != *projectConfigMap(ownConfigMap(book)) {
+	if !reflect.DeepEqual(v, projectConfigMap(ownConfigMap(book))) {
 		t.Errorf("projection differs from projectConfigMap's: %+v", v)
 	}
 	for _, s := range [][2]string{{v.namespace, book.Namespace}, {v.name, book.Name}, {v.book, book.Name},

@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	bookscheme "ydzs.io/book-controller/pkg/generated/clientset/versioned/scheme"
 )
 
@@ -153,26 +153,26 @@ func cachedBytes(b *testing.B, encoded [][]byte, decode func([]byte) (any, error
 func encodedObjects(b *testing.B, n int) (books, configMaps [][]byte) {
 	b.Helper()
 	const ns = "bench-r1-ours-backlog-1"
-	bookEncoder := bookscheme.Codecs.LegacyCodec(webappv1.SchemeGroupVersion)
+	bookEncoder := bookscheme.Codecs.LegacyCodec(webappv2.SchemeGroupVersion)
 	cmEncoder := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 	now := metav1.Now()
 	yes := true
 	for i := range n {
 		name := fmt.Sprintf("book-%05d", i)
 		bookUID := types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i))
-		book := &webappv1.Book{
-			TypeMeta: metav1.TypeMeta{APIVersion: webappv1.SchemeGroupVersion.String(), Kind: "Book"},
+		book := &webappv2.Book{
+			TypeMeta: metav1.TypeMeta{APIVersion: webappv2.SchemeGroupVersion.String(), Kind: "Book"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: bookUID, Generation: 1,
 				ResourceVersion: strconv.Itoa(100000 + 2*i), CreationTimestamp: now,
 				ManagedFields: []metav1.ManagedFieldsEntry{
-					{Manager: "bench", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "webapp.ydzs.io/v1", Time: &now,
+					{Manager: "bench", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "webapp.ydzs.io/v2", Time: &now,
 						FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{".":{},"f:price":{},"f:title":{}}}`)}},
-					{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "webapp.ydzs.io/v1", Time: &now,
+					{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "webapp.ydzs.io/v2", Time: &now,
 						FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{".":{},"f:conditions":{},"f:configMapName":{},"f:observedGeneration":{}}}`)},
 						Subresource: "status"},
 				}},
-			Spec:   webappv1.BookSpec{Title: "Book number " + strconv.Itoa(i), Price: int32(i % 1000)},
-			Status: webappv1.BookStatus{ObservedGeneration: 1, ConfigMapName: name},
+			Spec:   webappv2.BookSpec{Title: "Book number " + strconv.Itoa(i), Price: webappv2.WholePrice(int32(i % 1000))},
+			Status: webappv2.BookStatus{ObservedGeneration: 1, ConfigMapName: name},
 		}
 		meta.SetStatusCondition(&book.Status.Conditions, metav1.Condition{Type: ConditionReady,
 			Status: metav1.ConditionTrue, Reason: ReasonConfigMapReady, ObservedGeneration: 1,
@@ -182,11 +182,11 @@ func encodedObjects(b *testing.B, n int) (books, configMaps [][]byte) {
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(fmt.Sprintf("00000000-0000-4000-9000-%012d", i)),
 				ResourceVersion: strconv.Itoa(100001 + 2*i), CreationTimestamp: now,
 				Labels:          map[string]string{ManagedByLabel: ManagedByValue, BookLabel: name},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "webapp.ydzs.io/v1", Kind: "Book", Name: name, UID: bookUID, Controller: &yes, BlockOwnerDeletion: &yes}},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "webapp.ydzs.io/v2", Kind: "Book", Name: name, UID: bookUID, Controller: &yes, BlockOwnerDeletion: &yes}},
 				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate,
 					APIVersion: "v1", Time: &now, FieldsType: "FieldsV1",
 					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{".":{},"f:price":{},"f:title":{}},"f:metadata":{"f:labels":{".":{},"f:app.kubernetes.io/managed-by":{},"f:webapp.ydzs.io/book":{}},"f:ownerReferences":{".":{},"k:{\"uid\":\"x\"}":{}}}}`)}}}},
-			Data: map[string]string{TitleKey: book.Spec.Title, PriceKey: strconv.Itoa(int(book.Spec.Price))},
+			Data: map[string]string{TitleKey: book.Spec.Title, PriceKey: strconv.Itoa(int(book.Spec.Price.WholeUnits()))},
 		}
 		var buf bytes.Buffer
 		if err := bookEncoder.Encode(book, &buf); err != nil {

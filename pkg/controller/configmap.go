@@ -17,6 +17,7 @@ limitations under the License.
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strconv"
@@ -30,7 +31,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/shard" // fork:line shards
 )
 
@@ -44,23 +45,35 @@ const (
 	// BookLabel names the Book a ConfigMap belongs to, for `kubectl get -l`.
 	// A Book name may have up to 253 characters, a label value only 63: a
 	// ConfigMap of a Book with a longer name goes without this label.
-	BookLabel = webappv1.GroupName + "/book"
+	BookLabel = webappv2.GroupName + "/book"
 
 	// TitleKey is the ConfigMap data key that holds spec.title.
 	TitleKey = "title"
-	// PriceKey is the ConfigMap data key that holds spec.price in decimal.
+	// PriceKey is the ConfigMap data key that holds the price in whole units
+	// (v2.Price.WholeUnits), what v1's spec.price says: the key a v1
+	// consumer reads, kept for every Book.
 	PriceKey = "price"
+	// AmountKey and CurrencyKey hold spec.price.amount and .currency for a
+	// price that PriceKey does not say exactly (v2.Price.IsWholeUnits is
+	// false). A price v1 can say leaves them out, so that upgrading from a
+	// v1-only release rewrites no ConfigMap and an old and a new controller
+	// overlapping in a rolling update write the same data.
+	AmountKey   = "amount"
+	CurrencyKey = "currency"
+	// AuthorsKey holds spec.authors as a JSON array of strings, when there
+	// are any.
+	AuthorsKey = "authors"
 )
 
 // ManagedBySelector is the label selector of the ConfigMap informer.
 var ManagedBySelector = ManagedByLabel + "=" + ManagedByValue
 
-var bookGVK = webappv1.SchemeGroupVersion.WithKind("Book")
+var bookGVK = webappv2.SchemeGroupVersion.WithKind("Book")
 
 // desiredConfigMap renders the ConfigMap a Book should own: same name and
 // namespace, the spec in its data, and a controller reference so the
 // garbage collector deletes it with the Book.
-func desiredConfigMap(book *webappv1.Book) *corev1.ConfigMap {
+func desiredConfigMap(book *webappv2.Book) *corev1.ConfigMap {
 	labels := map[string]string{ManagedByLabel: ManagedByValue}
 	if len(validation.IsValidLabelValue(book.Name)) == 0 {
 		// Otherwise the API server would reject the ConfigMap, forever.
@@ -80,11 +93,27 @@ func desiredConfigMap(book *webappv1.Book) *corev1.ConfigMap {
 			Labels:          labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(book, bookGVK)},
 		},
-		Data: map[string]string{
-			TitleKey: book.Spec.Title,
-			PriceKey: strconv.FormatInt(int64(book.Spec.Price), 10),
-		},
+		Data: configMapData(&book.Spec),
 	}
+}
+
+// configMapData is the data of a Book's ConfigMap: the contract with its
+// consumers that docs/behaviour.md states.
+func configMapData(spec *webappv2.BookSpec) map[string]string {
+	data := map[string]string{
+		TitleKey: spec.Title,
+		PriceKey: strconv.FormatInt(int64(spec.Price.WholeUnits()), 10),
+	}
+	if !spec.Price.IsWholeUnits() {
+		data[AmountKey] = spec.Price.Amount
+		data[CurrencyKey] = spec.Price.Currency
+	}
+	if len(spec.Authors) > 0 {
+		// A list of strings always marshals.
+		authors, _ := json.Marshal(spec.Authors)
+		data[AuthorsKey] = string(authors)
+	}
+	return data
 }
 
 // observedConfigMap is what the sync judges of an existing ConfigMap of a
@@ -111,7 +140,7 @@ type ownerRef struct {
 // for it: the Ready condition when there is nothing to write, or repair when
 // the Book controls the ConfigMap and it differs from the desired one. A
 // ConfigMap the Book does not control is never modified.
-func judgeConfigMap(book *webappv1.Book, observed observedConfigMap, desired *corev1.ConfigMap) (ready metav1.Condition, repair bool, err error) {
+func judgeConfigMap(book *webappv2.Book, observed observedConfigMap, desired *corev1.ConfigMap) (ready metav1.Condition, repair bool, err error) {
 	ref, hasController := observed.controllerRef()
 	switch {
 	case hasController && earlierBook(ref, book):
@@ -136,7 +165,7 @@ func judgeConfigMap(book *webappv1.Book, observed observedConfigMap, desired *co
 // it deletes such a ConfigMap (unless another, living owner keeps it);
 // until then it holds book's ConfigMap name. A forged reference looks the
 // same, and the garbage collector deletes that ConfigMap alike.
-func earlierBook(ref ownerRef, book *webappv1.Book) bool {
+func earlierBook(ref ownerRef, book *webappv2.Book) bool {
 	if ref.kind != bookGVK.Kind || ref.name != book.Name || ref.uid == book.UID {
 		return false
 	}

@@ -17,12 +17,14 @@ limitations under the License.
 package controller
 
 import (
+	"maps"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/shard" // fork:line shards
 )
 
@@ -60,11 +62,36 @@ func TestDesiredConfigMap(t *testing.T) {
 		t.Error("desired ConfigMap is not controlled by its Book")
 	}
 
-	for price, want := range map[int32]string{1: "1", 1999: "1999", 2147483647: "2147483647"} {
-		book.Spec.Price = price
-		if got := desiredConfigMap(book).Data[PriceKey]; got != want {
-			t.Errorf("price %d rendered as %q, want %q", price, got, want)
-		}
+}
+
+// TestConfigMapData states the ConfigMap's contract with its consumers
+// (docs/behaviour.md): v1's keys for every Book, the v2 price's own keys
+// only when "price" does not say it exactly, and the authors when there
+// are some.
+func TestConfigMapData(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec webappv2.BookSpec
+		want map[string]string
+	}{
+		{"a v1 price", webappv2.BookSpec{Title: "T", Price: webappv2.Price{Amount: "1999", Currency: "XXX"}},
+			map[string]string{"title": "T", "price": "1999"}},
+		{"the largest v1 price", webappv2.BookSpec{Title: "T", Price: webappv2.WholePrice(2147483647)},
+			map[string]string{"title": "T", "price": "2147483647"}},
+		{"beyond v1's largest", webappv2.BookSpec{Title: "T", Price: webappv2.Price{Amount: "2147483648", Currency: "XXX"}},
+			map[string]string{"title": "T", "price": "2147483647", "amount": "2147483648", "currency": "XXX"}},
+		{"decimals round half up", webappv2.BookSpec{Title: "T", Price: webappv2.Price{Amount: "19.5", Currency: "EUR"}},
+			map[string]string{"title": "T", "price": "20", "amount": "19.5", "currency": "EUR"}},
+		{"a whole amount in a currency", webappv2.BookSpec{Title: "T", Price: webappv2.Price{Amount: "1200", Currency: "JPY"}},
+			map[string]string{"title": "T", "price": "1200", "amount": "1200", "currency": "JPY"}},
+		{"authors", webappv2.BookSpec{Title: "T", Price: webappv2.WholePrice(0), Authors: []string{"Ann \"A\" Lee", "李"}},
+			map[string]string{"title": "T", "price": "0", "authors": `["Ann \"A\" Lee","李"]`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := configMapData(&tc.spec); !maps.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 

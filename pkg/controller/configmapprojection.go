@@ -24,8 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
-	booklisters "ydzs.io/book-controller/pkg/generated/listers/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
+	booklisters "ydzs.io/book-controller/pkg/generated/listers/webapp/v2"
 	"ydzs.io/book-controller/pkg/shard" // fork:line shards
 )
 
@@ -108,11 +108,14 @@ type cachedConfigMap struct {
 	// strings, shared by every entry.
 	managedBy, book, bucket string
 	// title and price are data's values under TitleKey and PriceKey, and
-	// onlyTitleAndPrice is true when data holds those two keys and nothing
-	// else, and there is no binaryData.
-	title, price      string
-	onlyTitleAndPrice bool
-	hasController     bool
+	// rest its other keys, nil when there are none, as for a Book whose
+	// price v1 can say and that has no authors (configMapData): most.
+	// titleAndPrice is true when data holds those two keys and there is no
+	// binaryData.
+	title, price  string
+	rest          map[string]string
+	titleAndPrice bool
+	hasController bool
 	// deleting is true once metadata.deletionTimestamp is set.
 	deleting bool
 }
@@ -122,15 +125,24 @@ func projectConfigMap(cm *corev1.ConfigMap) *cachedConfigMap {
 	title, hasTitle := cm.Data[TitleKey]
 	price, hasPrice := cm.Data[PriceKey]
 	v := &cachedConfigMap{
-		namespace:         cm.Namespace,
-		name:              cm.Name,
-		resourceVersion:   cm.ResourceVersion,
-		managedBy:         intern(cm.Labels[ManagedByLabel], ManagedByValue),
-		book:              intern(cm.Labels[BookLabel], cm.Name),
-		title:             title,
-		price:             price,
-		onlyTitleAndPrice: hasTitle && hasPrice && len(cm.Data) == 2 && len(cm.BinaryData) == 0,
-		deleting:          cm.DeletionTimestamp != nil,
+		namespace:       cm.Namespace,
+		name:            cm.Name,
+		resourceVersion: cm.ResourceVersion,
+		managedBy:       intern(cm.Labels[ManagedByLabel], ManagedByValue),
+		book:            intern(cm.Labels[BookLabel], cm.Name),
+		title:           title,
+		price:           price,
+		titleAndPrice:   hasTitle && hasPrice && len(cm.BinaryData) == 0,
+		deleting:        cm.DeletionTimestamp != nil,
+	}
+	for k, val := range cm.Data {
+		if k == TitleKey || k == PriceKey {
+			continue
+		}
+		if v.rest == nil {
+			v.rest = make(map[string]string, len(cm.Data)-2)
+		}
+		v.rest[k] = val
 	}
 	// fork:begin shards
 	v.bucket = internBucket(cm.Labels[shard.BucketLabel])
@@ -177,7 +189,7 @@ func internBucket(v string) string {
 
 // shareStrings replaces v's strings with the Book's equal ones, so that
 // the decoded ConfigMap's copies can be collected.
-func (v *cachedConfigMap) shareStrings(book *webappv1.Book) {
+func (v *cachedConfigMap) shareStrings(book *webappv2.Book) {
 	v.namespace = intern(v.namespace, book.Namespace)
 	v.name = intern(v.name, book.Name)
 	v.book = intern(v.book, book.Name)
@@ -206,8 +218,14 @@ func (v *cachedConfigMap) controllerRef() (ownerRef, bool) { return v.controller
 func (v *cachedConfigMap) isDeleting() bool { return v.deleting }
 
 func (v *cachedConfigMap) holds(desired *corev1.ConfigMap) bool {
-	if !v.onlyTitleAndPrice || v.title != desired.Data[TitleKey] || v.price != desired.Data[PriceKey] {
+	if !v.titleAndPrice || v.title != desired.Data[TitleKey] || v.price != desired.Data[PriceKey] ||
+		len(v.rest)+2 != len(desired.Data) {
 		return false
+	}
+	for k, val := range v.rest {
+		if want, ok := desired.Data[k]; !ok || want != val {
+			return false
+		}
 	}
 	for k, want := range desired.Labels {
 		if v.label(k) != want {

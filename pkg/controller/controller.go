@@ -43,8 +43,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
-	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions/webapp/v1"
-	booklisters "ydzs.io/book-controller/pkg/generated/listers/webapp/v1"
+	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions/webapp/v2"
+	booklisters "ydzs.io/book-controller/pkg/generated/listers/webapp/v2"
 	"ydzs.io/book-controller/pkg/metrics"
 )
 

@@ -32,7 +32,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // The fake clients and the queue answer at once: poll every millisecond,
@@ -78,7 +78,7 @@ func TestProcessNextWorkItemSuccessForgetsKey(t *testing.T) {
 }
 
 func TestProcessNextWorkItemRequeuesFailures(t *testing.T) {
-	conflict := apierrors.NewConflict(schema.GroupResource{Group: webappv1.GroupName, Resource: "books"}, "demo", errors.New("stale"))
+	conflict := apierrors.NewConflict(schema.GroupResource{Group: webappv2.GroupName, Resource: "books"}, "demo", errors.New("stale"))
 	tests := []struct {
 		name string
 		sync func(context.Context, cache.ObjectName) (Result, error)
@@ -216,13 +216,13 @@ func TestRunReconcilesBookAndStopsCleanly(t *testing.T) {
 	f := newFixture(t, Options{})
 	book := newBook("demo", 1, "Run", 12)
 	book.ResourceVersion = ""
-	if _, err := f.bookClient.WebappV1().Books(testNamespace).Create(t.Context(), book, metav1.CreateOptions{}); err != nil {
+	if _, err := f.bookClient.WebappV2().Books(testNamespace).Create(t.Context(), book, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	stop := f.startRun(runOpts{workers: 2})
 
 	poll.Eventually(t, "the Book to become Ready", pollInterval, pollTimeout, func(ctx context.Context) error {
-		b, err := f.bookClient.WebappV1().Books(testNamespace).Get(ctx, "demo", metav1.GetOptions{})
+		b, err := f.bookClient.WebappV2().Books(testNamespace).Get(ctx, "demo", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}

@@ -39,7 +39,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	bookfake "ydzs.io/book-controller/pkg/generated/clientset/versioned/fake"
 	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions"
 	"ydzs.io/book-controller/pkg/shard" // fork:line shards
@@ -169,7 +169,7 @@ func newFixture(t testing.TB, opts Options, objects ...runtime.Object) *fixture 
 	var kubeObjs, bookObjs []runtime.Object
 	for _, obj := range objects {
 		switch obj.(type) {
-		case *webappv1.Book:
+		case *webappv2.Book:
 			bookObjs = append(bookObjs, obj)
 		default:
 			kubeObjs = append(kubeObjs, obj)
@@ -201,7 +201,7 @@ func newFixture(t testing.TB, opts Options, objects ...runtime.Object) *fixture 
 		opts.ConflictRecheck = time.Hour
 	}
 	c, err := New(f.kubeClient, f.bookClient,
-		f.bookFactory.Webapp().V1().Books(), f.kubeFactory.Core().V1().ConfigMaps(),
+		f.bookFactory.Webapp().V2().Books(), f.kubeFactory.Core().V1().ConfigMaps(),
 		f.recorder, opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -211,7 +211,7 @@ func newFixture(t testing.TB, opts Options, objects ...runtime.Object) *fixture 
 
 	for _, obj := range objects {
 		switch o := obj.(type) {
-		case *webappv1.Book:
+		case *webappv2.Book:
 			f.addBookToLister(o)
 		case *corev1.ConfigMap:
 			if inConfigMapCache(o) {
@@ -242,14 +242,14 @@ func inConfigMapCache(cm *corev1.ConfigMap) bool {
 }
 
 func (f *fixture) bookIndexer() cache.Indexer {
-	return f.bookFactory.Webapp().V1().Books().Informer().GetIndexer()
+	return f.bookFactory.Webapp().V2().Books().Informer().GetIndexer()
 }
 
 func (f *fixture) configMapIndexer() cache.Indexer {
 	return f.kubeFactory.Core().V1().ConfigMaps().Informer().GetIndexer()
 }
 
-func (f *fixture) addBookToLister(b *webappv1.Book) {
+func (f *fixture) addBookToLister(b *webappv2.Book) {
 	f.t.Helper()
 	if err := f.bookIndexer().Update(b.DeepCopy()); err != nil {
 		f.t.Fatalf("adding Book to indexer: %v", err)
@@ -268,7 +268,7 @@ func (f *fixture) addConfigMapToLister(cm *corev1.ConfigMap) {
 
 // feedBackBook copies the Book as the fake API server holds it into the
 // lister, as the informer would after the watch event.
-func (f *fixture) feedBackBook(name string) *webappv1.Book {
+func (f *fixture) feedBackBook(name string) *webappv2.Book {
 	f.t.Helper()
 	b := f.getBook(name)
 	f.addBookToLister(b)
@@ -309,9 +309,9 @@ func (f *fixture) mustSync(name string) {
 	}
 }
 
-func (f *fixture) getBook(name string) *webappv1.Book {
+func (f *fixture) getBook(name string) *webappv2.Book {
 	f.t.Helper()
-	b, err := f.bookClient.WebappV1().Books(testNamespace).Get(f.t.Context(), name, metav1.GetOptions{})
+	b, err := f.bookClient.WebappV2().Books(testNamespace).Get(f.t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		f.t.Fatalf("getting Book %s: %v", name, err)
 	}
@@ -438,8 +438,8 @@ func (f *fixture) expectEvents(want ...string) {
 
 // Object builders.
 
-func newBook(name string, generation int64, title string, price int32) *webappv1.Book {
-	return &webappv1.Book{
+func newBook(name string, generation int64, title string, price int32) *webappv2.Book {
+	return &webappv2.Book{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            name,
 			Namespace:       testNamespace,
@@ -447,15 +447,15 @@ func newBook(name string, generation int64, title string, price int32) *webappv1
 			Generation:      generation,
 			ResourceVersion: "1",
 		},
-		Spec: webappv1.BookSpec{Title: title, Price: price},
+		Spec: webappv2.BookSpec{Title: title, Price: webappv2.WholePrice(price)},
 	}
 }
 
 // withReadyStatus returns a copy of b whose status says it converged on its
 // current generation at time at.
-func withReadyStatus(b *webappv1.Book, at time.Time) *webappv1.Book {
+func withReadyStatus(b *webappv2.Book, at time.Time) *webappv2.Book {
 	b = b.DeepCopy()
-	b.Status = webappv1.BookStatus{
+	b.Status = webappv2.BookStatus{
 		ObservedGeneration: b.Generation,
 		ConfigMapName:      b.Name,
 		Conditions: []metav1.Condition{{
@@ -472,7 +472,7 @@ func withReadyStatus(b *webappv1.Book, at time.Time) *webappv1.Book {
 
 // ownConfigMap is the ConfigMap as the controller would write it for b,
 // built by hand rather than with desiredConfigMap.
-func ownConfigMap(b *webappv1.Book) *corev1.ConfigMap {
+func ownConfigMap(b *webappv2.Book) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            b.Name,
@@ -485,17 +485,15 @@ func ownConfigMap(b *webappv1.Book) *corev1.ConfigMap {
 			},
 			OwnerReferences: []metav1.OwnerReference{bookControllerRef(b.Name, b.UID)},
 		},
-		Data: map[string]string{
-			TitleKey: b.Spec.Title,
-			PriceKey: fmt.Sprint(b.Spec.Price),
-		},
+		// configMapData's own test (configmap_test.go) states its output.
+		Data: configMapData(&b.Spec),
 	}
 }
 
 func bookControllerRef(name string, uid types.UID) metav1.OwnerReference {
 	yes := true
 	return metav1.OwnerReference{
-		APIVersion:         "webapp.ydzs.io/v1",
+		APIVersion:         "webapp.ydzs.io/v2",
 		Kind:               "Book",
 		Name:               name,
 		UID:                uid,
@@ -506,10 +504,10 @@ func bookControllerRef(name string, uid types.UID) metav1.OwnerReference {
 
 // Assertions on the state of the world.
 
-func (f *fixture) expectConfigMapMatches(b *webappv1.Book) *corev1.ConfigMap {
+func (f *fixture) expectConfigMapMatches(b *webappv2.Book) *corev1.ConfigMap {
 	f.t.Helper()
 	cm := f.mustGetConfigMap(b.Name)
-	wantData := map[string]string{TitleKey: b.Spec.Title, PriceKey: fmt.Sprint(b.Spec.Price)}
+	wantData := configMapData(&b.Spec)
 	if len(cm.Data) != len(wantData) {
 		f.t.Errorf("ConfigMap data: got %v, want %v", cm.Data, wantData)
 	}

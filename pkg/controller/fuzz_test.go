@@ -36,7 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/cache"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/shard" // fork:line shards
 )
 
@@ -151,7 +151,7 @@ func FuzzDesiredConfigMap(f *testing.F) {
 			t.Fatalf("owner references %+v: want one controller reference to the Book", cm.OwnerReferences)
 		}
 		ref := cm.OwnerReferences[0]
-		if ref.APIVersion != "webapp.ydzs.io/v1" || ref.Kind != "Book" || ref.Name != name ||
+		if ref.APIVersion != "webapp.ydzs.io/v2" || ref.Kind != "Book" || ref.Name != name ||
 			ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
 			t.Errorf("owner reference %+v", ref)
 		}
@@ -366,7 +366,7 @@ func FuzzComputeStatus(f *testing.F) {
 		if err != nil {
 			t.Fatalf("marshalling the status: %v", err)
 		}
-		var stored webappv1.BookStatus
+		var stored webappv2.BookStatus
 		if err := json.Unmarshal(raw, &stored); err != nil {
 			t.Fatalf("unmarshalling the status: %v", err)
 		}
@@ -395,7 +395,7 @@ func FuzzEventHandlerKeys(f *testing.F) {
 	f.Fuzz(func(t *testing.T, namespace, name, tombstoneKey, uid, rv1, rv2, refName, refUID string) {
 		fx := newFixture(t, Options{})
 		c := fx.c
-		book := &webappv1.Book{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID(uid), ResourceVersion: rv1}}
+		book := &webappv2.Book{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID(uid), ResourceVersion: rv1}}
 		own := cache.ObjectName{Namespace: namespace, Name: name}
 		bh := c.bookEventHandler()
 
@@ -439,7 +439,7 @@ func FuzzEventHandlerKeys(f *testing.F) {
 		fx.addBookToLister(book)
 		yes := true
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, ResourceVersion: rv1,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "webapp.ydzs.io/v1", Kind: "Book", Name: refName, UID: types.UID(refUID), Controller: &yes}}}}
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "webapp.ydzs.io/v2", Kind: "Book", Name: refName, UID: types.UID(refUID), Controller: &yes}}}}
 		want := []cache.ObjectName{own}
 		ch := c.projectingConfigMapHandler()
 		ch.OnAdd(cm, false)

@@ -21,7 +21,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // This file turns informer events into queue keys: controller-runtime's
@@ -117,7 +117,7 @@ func objectOf(informer Informer, obj any) (o object, key cache.ObjectName, ok bo
 		obj = tombstone.Obj
 	}
 	switch v := obj.(type) {
-	case *webappv1.Book:
+	case *webappv2.Book:
 		o, ok = v, informer == BooksInformer
 	case *corev1.ConfigMap:
 		o, ok = v, informer == ConfigMapsInformer

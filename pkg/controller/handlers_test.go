@@ -24,7 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // queuedKeys drains the keys ready in the controller's queue, in order.
@@ -265,7 +265,7 @@ func TestOwnWriteThatPanicsLeavesNothingInFlight(t *testing.T) {
 	book := withRV(newBook("demo", 1, "T", 1), "10")
 	func() {
 		defer func() { _ = recover() }()
-		_, _ = ownWrite(f.tracker(), book, booksResource, func() (*webappv1.Book, error) { panic("client bug") })
+		_, _ = ownWrite(f.tracker(), book, booksResource, func() (*webappv2.Book, error) { panic("client bug") })
 	}()
 	// An event now is heard, not held back for a write that never ends.
 	f.c.bookEventHandler().OnUpdate(book, withRV(book.DeepCopy(), "11"))
@@ -278,7 +278,7 @@ func TestOwnWriteThatPanicsLeavesNothingInFlight(t *testing.T) {
 func TestEventHeldBackDuringAWriteIsReleased(t *testing.T) {
 	f := newFixture(t, Options{})
 	book := withRV(newBook("demo", 1, "T", 1), "10")
-	_, err := ownWrite(f.tracker(), book, booksResource, func() (*webappv1.Book, error) {
+	_, err := ownWrite(f.tracker(), book, booksResource, func() (*webappv2.Book, error) {
 		f.c.bookEventHandler().OnUpdate(book, withRV(book.DeepCopy(), "11")) // somebody's edit
 		expectQueued(t, f.c)                                                 // held back
 		return withRV(book.DeepCopy(), "12"), nil                            // our write landed after it

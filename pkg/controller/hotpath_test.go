@@ -98,7 +98,7 @@ func newBenchController(b *testing.B, opts Options) *Controller {
 	kube, books := kubefake.NewClientset(), bookfake.NewSimpleClientset()
 	kubeFactory := kubeinformers.NewSharedInformerFactory(kube, 0)
 	bookFactory := bookinformers.NewSharedInformerFactory(books, 0)
-	c, err := New(kube, books, bookFactory.Webapp().V1().Books(), kubeFactory.Core().V1().ConfigMaps(),
+	c, err := New(kube, books, bookFactory.Webapp().V2().Books(), kubeFactory.Core().V1().ConfigMaps(),
 		events.NewFakeRecorder(10), opts)
 	if err != nil {
 		b.Fatal(err)

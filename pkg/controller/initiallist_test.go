@@ -20,7 +20,7 @@ import (
 	"fmt"
 	"testing"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // BenchmarkInitialList measures what the handlers cost per converged Book
@@ -33,7 +33,7 @@ import (
 //	go test ./pkg/controller -run '^$' -bench InitialList -benchmem
 func BenchmarkInitialList(b *testing.B) {
 	const n = 10000
-	books := make([]*webappv1.Book, n)
+	books := make([]*webappv2.Book, n)
 	configMaps := make([]*cachedConfigMap, n)
 	for i := range books {
 		books[i] = newBook(fmt.Sprintf("book-%05d", i), 1, "t", 1)

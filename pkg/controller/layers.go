@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions/webapp/v1"
+	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions/webapp/v2"
 )
 
 // This file is where the classic loop meets its optimization layers. Each

@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // liveFirst is an optimization layer; without it (Options.Off.LiveFirst,
@@ -163,7 +163,7 @@ func (q *liveFirst) Pop() cache.ObjectName {
 // done with 297 of 300 listed repairs still waiting (one worker); without
 // this rule, with none. Cost: a type assertion per initial-list event.
 func handledBefore(obj any) bool {
-	book, ok := obj.(*webappv1.Book)
+	book, ok := obj.(*webappv2.Book)
 	if !ok {
 		return true
 	}

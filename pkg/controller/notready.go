@@ -25,7 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/metrics"
 )
 
@@ -89,7 +89,7 @@ func (n *notReadyBooks) stop() {
 // bookChanged records the readiness of a Book from its status, or forgets
 // a Book deleted or being deleted.
 func (n *notReadyBooks) bookChanged(obj any, deleted bool) {
-	book, ok := obj.(*webappv1.Book)
+	book, ok := obj.(*webappv2.Book)
 	if !ok {
 		return
 	}

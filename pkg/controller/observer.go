@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // Observer is told, step by step, what the controller does with each Book:
@@ -165,28 +165,28 @@ type observedWriter struct {
 	observer Observer
 }
 
-func (w observedWriter) createConfigMap(ctx context.Context, book *webappv1.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+func (w observedWriter) createConfigMap(ctx context.Context, book *webappv2.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	start := time.Now()
 	created, err := w.apiWriter.createConfigMap(ctx, book, cm)
 	w.wrote(book, configMapsResource, verbCreate, created, err, start)
 	return created, err
 }
 
-func (w observedWriter) updateConfigMap(ctx context.Context, book *webappv1.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+func (w observedWriter) updateConfigMap(ctx context.Context, book *webappv2.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	start := time.Now()
 	updated, err := w.apiWriter.updateConfigMap(ctx, book, cm)
 	w.wrote(book, configMapsResource, verbUpdate, updated, err, start)
 	return updated, err
 }
 
-func (w observedWriter) updateStatus(ctx context.Context, book *webappv1.Book) (*webappv1.Book, error) {
+func (w observedWriter) updateStatus(ctx context.Context, book *webappv2.Book) (*webappv2.Book, error) {
 	start := time.Now()
 	updated, err := w.apiWriter.updateStatus(ctx, book)
 	w.wrote(book, booksResource, verbUpdateStatus, updated, err, start)
 	return updated, err
 }
 
-func (w observedWriter) wrote(book *webappv1.Book, r resource, verb string, obj object, err error, start time.Time) {
+func (w observedWriter) wrote(book *webappv2.Book, r resource, verb string, obj object, err error, start time.Time) {
 	rv := ""
 	if err == nil {
 		rv = obj.GetResourceVersion()

@@ -26,7 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/cache"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // ownWrites is an optimization layer (Options.Off.OwnWrites turns it off);
@@ -153,7 +153,7 @@ func newOwnWrites(books, configMaps storeVersion, release func(cache.ObjectName)
 // ownWrite sends one of our writes of resource r for book through the
 // tracker: events of r for the Book are held back while it is in flight, and
 // its resourceVersion is remembered once the API server took it.
-func ownWrite[T interface{ GetResourceVersion() string }](w *ownWrites, book *webappv1.Book, r resource, send func() (T, error)) (T, error) {
+func ownWrite[T interface{ GetResourceVersion() string }](w *ownWrites, book *webappv2.Book, r resource, send func() (T, error)) (T, error) {
 	key, uid := cache.MetaObjectToName(book), book.UID
 	w.begin(key, uid, r)
 	done := false
@@ -182,20 +182,20 @@ type trackedWriter struct {
 	tracker *ownWrites
 }
 
-func (t trackedWriter) createConfigMap(ctx context.Context, book *webappv1.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+func (t trackedWriter) createConfigMap(ctx context.Context, book *webappv2.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	return ownWrite(t.tracker, book, configMapsResource, func() (*corev1.ConfigMap, error) {
 		return t.next.createConfigMap(ctx, book, cm)
 	})
 }
 
-func (t trackedWriter) updateConfigMap(ctx context.Context, book *webappv1.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+func (t trackedWriter) updateConfigMap(ctx context.Context, book *webappv2.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	return ownWrite(t.tracker, book, configMapsResource, func() (*corev1.ConfigMap, error) {
 		return t.next.updateConfigMap(ctx, book, cm)
 	})
 }
 
-func (t trackedWriter) updateStatus(ctx context.Context, book *webappv1.Book) (*webappv1.Book, error) {
-	return ownWrite(t.tracker, book, booksResource, func() (*webappv1.Book, error) {
+func (t trackedWriter) updateStatus(ctx context.Context, book *webappv2.Book) (*webappv2.Book, error) {
+	return ownWrite(t.tracker, book, booksResource, func() (*webappv2.Book, error) {
 		return t.next.updateStatus(ctx, book)
 	})
 }

@@ -25,7 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // refusalError is the API server's considered "no" to one of our ConfigMap
@@ -84,7 +84,7 @@ func asRefusal(err error) *refusalError {
 // condition is the Ready condition of a Book whose ConfigMap write was
 // refused; its message carries the server's, so `kubectl get book` names
 // the policy or the quota.
-func (r *refusalError) condition(book *webappv1.Book) metav1.Condition {
+func (r *refusalError) condition(book *webappv2.Book) metav1.Condition {
 	msg := r.err.Error()
 	if len(msg) > maxRefusalMessage {
 		n := maxRefusalMessage

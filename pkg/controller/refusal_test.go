@@ -36,7 +36,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/metrics"
 )
 
@@ -303,7 +303,7 @@ func TestNotReadyBooksTimesTheOldest(t *testing.T) {
 }
 
 // refused2 is a Book of another namespace, not Ready since t0.
-func refused2(t *testing.T) *webappv1.Book {
+func refused2(t *testing.T) *webappv2.Book {
 	t.Helper()
 	b := newBook("refused", 1, "T", 1)
 	b.Namespace = "shard-2"

@@ -20,6 +20,8 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // The cache-lag tests: the fake clients give every write a new
@@ -59,8 +61,8 @@ func TestSyncWaitsForCacheToCatchUpWithOwnStatusWrite(t *testing.T) {
 
 	// A spec change after that is acted on as usual.
 	changed := f.getBook("demo")
-	changed.Generation, changed.Spec.Price = 2, 2
-	if _, err := f.bookClient.WebappV1().Books(testNamespace).Update(t.Context(), changed, metav1.UpdateOptions{}); err != nil {
+	changed.Generation, changed.Spec.Price = 2, webappv2.WholePrice(2)
+	if _, err := f.bookClient.WebappV2().Books(testNamespace).Update(t.Context(), changed, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.feedBackBook("demo")

@@ -26,10 +26,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
-func readyOf(t *testing.T, s webappv1.BookStatus) metav1.Condition {
+func readyOf(t *testing.T, s webappv2.BookStatus) metav1.Condition {
 	t.Helper()
 	c := meta.FindStatusCondition(s.Conditions, ConditionReady)
 	if c == nil {
@@ -65,7 +65,7 @@ func TestComputeStatusFresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var roundTripped webappv1.BookStatus
+	var roundTripped webappv2.BookStatus
 	if err := json.Unmarshal(raw, &roundTripped); err != nil {
 		t.Fatal(err)
 	}
@@ -182,8 +182,8 @@ func FuzzStatusEqual(f *testing.F) {
 			return c
 		}
 		strs := []string{"", "a", "b"}
-		build := func() webappv1.BookStatus {
-			s := webappv1.BookStatus{ObservedGeneration: int64(next(2)), ConfigMapName: strs[next(3)]}
+		build := func() webappv2.BookStatus {
+			s := webappv2.BookStatus{ObservedGeneration: int64(next(2)), ConfigMapName: strs[next(3)]}
 			switch next(3) {
 			case 1:
 				s.Conditions = []metav1.Condition{}
@@ -210,7 +210,7 @@ func FuzzStatusEqual(f *testing.F) {
 // TestStatusEqualKnowsEveryField fails when BookStatus or metav1.Condition
 // gains a field, which statusEqual must then compare too.
 func TestStatusEqualKnowsEveryField(t *testing.T) {
-	if n := reflect.TypeFor[webappv1.BookStatus]().NumField(); n != 3 {
+	if n := reflect.TypeFor[webappv2.BookStatus]().NumField(); n != 3 {
 		t.Errorf("BookStatus has %d fields; statusEqual compares 3: teach it the new one", n)
 	}
 	if n := reflect.TypeFor[metav1.Condition]().NumField(); n != 6 {

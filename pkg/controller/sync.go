@@ -28,7 +28,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // syncBook is the syncHandler, controller-runtime's Reconcile: it makes the
@@ -124,7 +124,7 @@ func (c *Controller) waitForCache(ctx context.Context, key cache.ObjectName, beh
 
 // syncConfigMap makes the Book's ConfigMap match the desired one and returns
 // the Ready condition that results.
-func (c *Controller) syncConfigMap(ctx context.Context, book *webappv1.Book) (metav1.Condition, error) {
+func (c *Controller) syncConfigMap(ctx context.Context, book *webappv2.Book) (metav1.Condition, error) {
 	desired := desiredConfigMap(book)
 	observed, err := c.configMaps.get(book.Namespace, book.Name)
 	if err != nil {
@@ -143,7 +143,7 @@ func (c *Controller) syncConfigMap(ctx context.Context, book *webappv1.Book) (me
 // ConfigMaps with our label, so "not in the cache" can still mean "exists":
 // somebody else's, or ours with the label removed. The server's AlreadyExists
 // answer tells, and the repair's live read shows whose it is.
-func (c *Controller) createConfigMap(ctx context.Context, book *webappv1.Book, desired *corev1.ConfigMap) (metav1.Condition, error) {
+func (c *Controller) createConfigMap(ctx context.Context, book *webappv2.Book, desired *corev1.ConfigMap) (metav1.Condition, error) {
 	created, err := c.writes.createConfigMap(ctx, book, desired)
 	if apierrors.IsAlreadyExists(err) {
 		return c.repairConfigMap(ctx, book, desired)
@@ -165,7 +165,7 @@ func (c *Controller) createConfigMap(ctx context.Context, book *webappv1.Book, d
 // and the resourceVersion read makes it fail with a conflict if anyone
 // writes in between. A repair follows somebody else's edit, so the extra
 // read is rare.
-func (c *Controller) repairConfigMap(ctx context.Context, book *webappv1.Book, desired *corev1.ConfigMap) (metav1.Condition, error) {
+func (c *Controller) repairConfigMap(ctx context.Context, book *webappv2.Book, desired *corev1.ConfigMap) (metav1.Condition, error) {
 	live, err := c.kubeClient.CoreV1().ConfigMaps(book.Namespace).Get(ctx, desired.Name, metav1.GetOptions{})
 	if err != nil {
 		// NotFound too: the delete event on its way requeues the Book.
@@ -186,7 +186,7 @@ func (c *Controller) repairConfigMap(ctx context.Context, book *webappv1.Book, d
 
 // syncStatus writes the Book's status through the status subresource, only
 // when it differs from what the cache shows.
-func (c *Controller) syncStatus(ctx context.Context, book *webappv1.Book, ready metav1.Condition) error {
+func (c *Controller) syncStatus(ctx context.Context, book *webappv2.Book, ready metav1.Condition) error {
 	status := computeStatus(book, ready, c.clock.Now())
 	if statusEqual(book.Status, status) {
 		return nil

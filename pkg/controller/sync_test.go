@@ -18,6 +18,7 @@ package controller
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	core "k8s.io/client-go/testing"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 const (
@@ -75,7 +76,7 @@ func TestSyncUpdatesConfigMapWhenSpecChanges(t *testing.T) {
 	// The user edited the spec: the generation moved on, the status did not.
 	book := withReadyStatus(old, t0)
 	book.Generation = 2
-	book.Spec = webappv1.BookSpec{Title: "New Title", Price: 25}
+	book.Spec = webappv2.BookSpec{Title: "New Title", Price: webappv2.WholePrice(25)}
 	f := newFixture(t, Options{}, book, cm)
 	f.clock.Step(time.Minute)
 
@@ -163,7 +164,7 @@ func TestSyncRepairsEditedConfigMap(t *testing.T) {
 	// The object in the informer cache is shared; the controller must not
 	// have changed it in place.
 	cachedAfter, _, _ := f.configMapIndexer().GetByKey("default/demo")
-	if cachedCopy != *cachedAfter.(*cachedConfigMap) {
+	if !reflect.DeepEqual(&cachedCopy, cachedAfter) {
 		t.Errorf("cached ConfigMap mutated:\nbefore %+v\nafter  %+v", cachedCopy, cachedAfter)
 	}
 
@@ -381,7 +382,7 @@ func TestSyncRepairLeavesAConfigMapThatChangedHands(t *testing.T) {
 	if n := len(filterActions(f.kubeClient.Actions(), "update", "configmaps", "-")); n != 0 {
 		t.Errorf("ConfigMap updates: got %d, want 0", n)
 	}
-	if got := f.mustGetConfigMap("demo"); got.Data[TitleKey] != "edited" || !metav1.IsControlledBy(got, &webappv1.Book{ObjectMeta: metav1.ObjectMeta{UID: "other-uid"}}) {
+	if got := f.mustGetConfigMap("demo"); got.Data[TitleKey] != "edited" || !metav1.IsControlledBy(got, &webappv2.Book{ObjectMeta: metav1.ObjectMeta{UID: "other-uid"}}) {
 		t.Errorf("the ConfigMap somebody else controls was changed: %+v", got)
 	}
 	f.expectReady("demo", metav1.ConditionFalse, ReasonConfigMapConflict)
@@ -489,7 +490,7 @@ func TestSyncReturnsAPIErrors(t *testing.T) {
 			if a.GetSubresource() != "status" {
 				return false, nil, nil
 			}
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: webappv1.GroupName, Resource: "books"}, "demo", errors.New("stale"))
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: webappv2.GroupName, Resource: "books"}, "demo", errors.New("stale"))
 		})
 		err := f.sync("demo")
 		if !apierrors.IsConflict(err) {

@@ -23,7 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 )
 
@@ -36,10 +36,10 @@ const FieldManager = "book-controller"
 // the Observer) wrap it, so that the sync calls the same three methods
 // whichever layers are on.
 type apiWriter interface {
-	createConfigMap(ctx context.Context, book *webappv1.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error)
-	updateConfigMap(ctx context.Context, book *webappv1.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error)
+	createConfigMap(ctx context.Context, book *webappv2.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error)
+	updateConfigMap(ctx context.Context, book *webappv2.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error)
 	// updateStatus writes book's status through the status subresource.
-	updateStatus(ctx context.Context, book *webappv1.Book) (*webappv1.Book, error)
+	updateStatus(ctx context.Context, book *webappv2.Book) (*webappv2.Book, error)
 }
 
 // clientWriter writes with the typed clients.
@@ -48,14 +48,14 @@ type clientWriter struct {
 	books versioned.Interface
 }
 
-func (w clientWriter) createConfigMap(ctx context.Context, _ *webappv1.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+func (w clientWriter) createConfigMap(ctx context.Context, _ *webappv2.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	return w.kube.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
 }
 
-func (w clientWriter) updateConfigMap(ctx context.Context, _ *webappv1.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+func (w clientWriter) updateConfigMap(ctx context.Context, _ *webappv2.Book, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	return w.kube.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
 }
 
-func (w clientWriter) updateStatus(ctx context.Context, book *webappv1.Book) (*webappv1.Book, error) {
-	return w.books.WebappV1().Books(book.Namespace).UpdateStatus(ctx, book, metav1.UpdateOptions{FieldManager: FieldManager})
+func (w clientWriter) updateStatus(ctx context.Context, book *webappv2.Book) (*webappv2.Book, error) {
+	return w.books.WebappV2().Books(book.Namespace).UpdateStatus(ctx, book, metav1.UpdateOptions{FieldManager: FieldManager})
 }

@@ -27,7 +27,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/metrics"
 )
@@ -56,7 +56,7 @@ func newEventRecorder(ctx context.Context, kubeClient kubernetes.Interface, limi
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("building event scheme: %w", err)
 	}
-	if err := webappv1.AddToScheme(scheme); err != nil {
+	if err := webappv2.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("building event scheme: %w", err)
 	}
 	// fork:begin v2

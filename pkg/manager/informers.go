@@ -26,11 +26,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	bookinformers "ydzs.io/book-controller/pkg/generated/informers/externalversions"
-	bookinformersv1 "ydzs.io/book-controller/pkg/generated/informers/externalversions/webapp/v1"
+	bookinformersv2 "ydzs.io/book-controller/pkg/generated/informers/externalversions/webapp/v2"
 )
 
 // partition narrows the informers to a part of the Books and their
@@ -79,8 +79,8 @@ func newInformerFactories(kubeClient kubernetes.Interface, bookClient versioned.
 	bookTweak := func(o *metav1.ListOptions) { o.ShardSelector = shardSelector }
 	bookFactory := bookinformers.NewSharedInformerFactoryWithOptions(bookClient, resync,
 		bookinformers.WithNamespace(namespace), bookinformers.WithTweakListOptions(bookTweak))
-	bookFactory.InformerFor(&webappv1.Book{}, func(client versioned.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return bookinformersv1.NewFilteredBookInformer(client, namespace, resync, cache.Indexers{}, bookTweak)
+	bookFactory.InformerFor(&webappv2.Book{}, func(client versioned.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return bookinformersv2.NewFilteredBookInformer(client, namespace, resync, cache.Indexers{}, bookTweak)
 	})
 	return kubeFactory, bookFactory
 }

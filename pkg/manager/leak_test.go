@@ -30,7 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // fakeAPIServer answers the Book API's discovery with bookAPI and a Lease
@@ -55,7 +55,7 @@ func fakeAPIServer(t *testing.T, bookAPI, lease http.HandlerFunc) *httptest.Serv
 func ok(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
 
 // bookAPIPath is where the preflight looks for the Book API.
-var bookAPIPath = "/apis/" + webappv1.SchemeGroupVersion.String()
+var bookAPIPath = "/apis/" + webappv2.SchemeGroupVersion.String()
 
 // status answers with an API error, as the API server does.
 func status(code int, reason metav1.StatusReason, message string) http.HandlerFunc {

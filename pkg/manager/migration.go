@@ -22,14 +22,14 @@ import (
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/leader"
 	"ydzs.io/book-controller/pkg/migration"
 )
 
 // bookCRD is the CRD whose storedVersions --storage-migration keeps down
 // to its storage version.
-const bookCRD = "books." + webappv1.GroupName
+const bookCRD = "books." + webappv2.GroupName
 
 // buildMigrator builds the storage migration loop of --storage-migration
 // (pkg/migration), writing through w: behind the fence, with leader

@@ -65,7 +65,7 @@ func (m *manager) buildStack(ctx context.Context, w *writers, s partition) (*sta
 	st := &stack{workers: m.cfg.Workers, stopEvents: stopEvents}
 	st.kubeFactory, st.bookFactory = newInformerFactories(m.clients.kubeReads, m.clients.bookReads,
 		m.cfg.Namespace, m.cfg.ResyncPeriod, s)
-	books := st.bookFactory.Webapp().V1().Books()
+	books := st.bookFactory.Webapp().V2().Books()
 	configMaps := st.kubeFactory.Core().V1().ConfigMaps()
 	st.controller, err = controller.New(w.kube, w.books, books, configMaps, recorder, m.cfg.Controller)
 	if err != nil {

@@ -76,7 +76,7 @@ func (m *manager) serveWebhook(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating the CustomResourceDefinition client: %w", err)
 	}
-	wanted, readable := webhookWanted(ctx, crds)
+	wanted, readable := webhookWanted(ctx, crds, wc)
 	switch {
 	case !wanted && readable && !wc.Only:
 		return m.serveWebhookOnSwitch(ctx, crds, cfg)
@@ -140,11 +140,12 @@ func (m *manager) showConversions(h *webhook.Handler) {
 
 // fork:end ui
 
-// webhookWanted reports whether the Book CRD converts through a webhook,
-// and whether it could be read at all. Any doubt is "no": a CRD that
-// cannot be read (missing: the preflight says so; forbidden: an older
-// RBAC, which cannot have installed crd-v2.yaml's webhook) is logged.
-func webhookWanted(ctx context.Context, crds apiextensionsclient.Interface) (wanted, readable bool) {
+// webhookWanted reports whether the Book CRD converts through this
+// replica's webhook (wc.converts), and whether it could be read at all. Any
+// doubt is "no": a CRD that cannot be read (missing: the preflight says so;
+// forbidden: an older RBAC, which cannot have installed crd.yaml's webhook)
+// is logged.
+func webhookWanted(ctx context.Context, crds apiextensionsclient.Interface, wc Webhook) (wanted, readable bool) {
 	logger := klog.FromContext(ctx)
 	crd, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, webhook.DefaultCRDName, metav1.GetOptions{})
 	// The usual cases (crd.yaml; no CRD, which the preflight reports in
@@ -158,10 +159,52 @@ func webhookWanted(ctx context.Context, crds apiextensionsclient.Interface) (wan
 		logger.Info("Conversion webhook off: cannot read the CRD", "crd", webhook.DefaultCRDName, "err", err)
 		return false, false
 	case !convertsByWebhook(crd):
-		logger.V(2).Info("Conversion webhook off until the CRD converts through one (manifests/crd-v2.yaml)", "crd", webhook.DefaultCRDName)
+		logger.V(2).Info("Conversion webhook off until the CRD converts through one (manifests/crd.yaml)", "crd", webhook.DefaultCRDName)
+		return false, true
+	case !wc.converts(crd):
+		logger.Info("Conversion webhook off: the CRD converts through another webhook", "crd", webhook.DefaultCRDName,
+			"clientConfig", clientConfigString(crd), "service", webhookNamespace(wc)+"/"+webhook.DefaultServiceName)
 		return false, true
 	}
 	return true, true
+}
+
+// converts reports whether the API server sends crd's conversions to this
+// replica's webhook: the CRD converts through a webhook, and its
+// clientConfig names our Service (our namespace's
+// webhook.DefaultServiceName), or wc.Loopback makes the CRD ours to point
+// at 127.0.0.1. A webhook named by a URL or by another namespace's Service
+// is somebody else's: another install of the controller (the namespaced
+// overlay's, whose CRD the cluster's install keeps) or a test's. Serving
+// ours too would write our CA into the caBundle the API server trusts for
+// theirs.
+func (wc Webhook) converts(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	if !convertsByWebhook(crd) {
+		return false
+	}
+	if wc.Loopback {
+		return true
+	}
+	hook := crd.Spec.Conversion.Webhook
+	if hook == nil || hook.ClientConfig == nil || hook.ClientConfig.Service == nil {
+		return false
+	}
+	svc := hook.ClientConfig.Service
+	return svc.Namespace == webhookNamespace(wc) && svc.Name == webhook.DefaultServiceName
+}
+
+// clientConfigString is where crd sends its conversions, for a log line.
+func clientConfigString(crd *apiextensionsv1.CustomResourceDefinition) string {
+	hook := crd.Spec.Conversion.Webhook
+	switch {
+	case hook == nil || hook.ClientConfig == nil:
+		return "none"
+	case hook.ClientConfig.URL != nil:
+		return *hook.ClientConfig.URL
+	case hook.ClientConfig.Service != nil:
+		return "service " + hook.ClientConfig.Service.Namespace + "/" + hook.ClientConfig.Service.Name
+	}
+	return "none"
 }
 
 // convertsByWebhook reports whether the API server sends crd's conversions

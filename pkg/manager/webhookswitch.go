@@ -43,13 +43,13 @@ import (
 // Run is past its steps when the switch comes, so a failure to start
 // cannot end it: /readyz fails with the error instead.
 func (m *manager) serveWebhookOnSwitch(ctx context.Context, crds apiextensionsclient.Interface, cfg *rest.Config) error {
-	late := &lateWebhook{}
+	late := &lateWebhook{config: m.cfg.Webhook}
 	m.lateWebhook = late
 	m.readyChecks = append(m.readyChecks, late.ready)
 	m.onStop(late.stop)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	m.onStop(stopWatch)
-	switched, err := watchForWebhookCRD(watchCtx, crds)
+	switched, err := watchForWebhookCRD(watchCtx, crds, m.cfg.Webhook)
 	if err != nil {
 		stopWatch()
 		return err
@@ -73,8 +73,8 @@ func (m *manager) serveWebhookOnSwitch(ctx context.Context, crds apiextensionscl
 }
 
 // watchForWebhookCRD returns a channel closed once the Book CRD converts
-// through a webhook; the watch ends with ctx.
-func watchForWebhookCRD(ctx context.Context, crds apiextensionsclient.Interface) (<-chan struct{}, error) {
+// through wc's webhook; the watch ends with ctx.
+func watchForWebhookCRD(ctx context.Context, crds apiextensionsclient.Interface, wc Webhook) (<-chan struct{}, error) {
 	factory := apiextensionsinformers.NewSharedInformerFactoryWithOptions(crds, 0,
 		apiextensionsinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", webhook.DefaultCRDName).String()
@@ -83,7 +83,7 @@ func watchForWebhookCRD(ctx context.Context, crds apiextensionsclient.Interface)
 	switched := make(chan struct{})
 	var once sync.Once
 	seen := func(obj any) {
-		if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok && convertsByWebhook(crd) {
+		if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok && wc.converts(crd) {
 			once.Do(func() { close(switched) })
 		}
 	}
@@ -98,6 +98,10 @@ func watchForWebhookCRD(ctx context.Context, crds apiextensionsclient.Interface)
 // lateWebhook is the state of a webhook started on the CRD's switch, which
 // /readyz and the manager's stop read from other goroutines.
 type lateWebhook struct {
+	// config is the webhook's configuration, which says whose a CRD's
+	// webhook is (Webhook.converts).
+	config Webhook
+
 	mu sync.Mutex
 	// switched: the CRD converts through the webhook; done: the start
 	// ended, serving srv (stopped with stopFn) or failing with err.
@@ -152,12 +156,12 @@ func (l *lateWebhook) ready() error {
 }
 
 // holdMigration keeps the storage migration (pkg/migration) from starting
-// while crd converts through the webhook and it is not serving yet: its
+// while crd converts through this webhook and it is not serving yet: its
 // rewrites would fail, and the CA it writes into crd, a new generation,
 // would start a second migration. The migrator may see the switch before
 // the watch here does, so it asks the CRD it holds. Nil l holds nothing.
 func (l *lateWebhook) holdMigration(crd *apiextensionsv1.CustomResourceDefinition) error {
-	if l == nil || !convertsByWebhook(crd) {
+	if l == nil || !l.config.converts(crd) {
 		return nil
 	}
 	return l.serving()

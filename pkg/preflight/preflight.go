@@ -36,7 +36,7 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // preflightTimeout bounds the first request, so a server that swallows
@@ -52,14 +52,14 @@ const crdInstallHint = "kubectl apply -f manifests/crd.yaml"
 func BookAPI(ctx context.Context, host string, client rest.Interface) error {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
-	path := "/apis/" + webappv1.SchemeGroupVersion.String()
+	path := "/apis/" + webappv2.SchemeGroupVersion.String()
 	err := client.Get().AbsPath(path).Do(ctx).Error()
 	switch {
 	case err == nil:
 		return nil
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("the Book CRD (books.%s) is not installed in the cluster at %s: run `%s`",
-			webappv1.GroupName, host, crdInstallHint)
+			webappv2.GroupName, host, crdInstallHint)
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("the API server at %s rejected our credentials (401 Unauthorized): check the user and token or certificate in your kubeconfig", host)
 	case apierrors.IsForbidden(err):

@@ -30,11 +30,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // bookAPIPath is where BookAPI must look for the Book API.
-var bookAPIPath = "/apis/" + webappv1.SchemeGroupVersion.String()
+var bookAPIPath = "/apis/" + webappv2.SchemeGroupVersion.String()
 
 // discoveryClient is the client manager.Run hands to BookAPI, for host.
 func discoveryClient(t *testing.T, host string) rest.Interface {
@@ -94,7 +94,7 @@ func TestPreflight(t *testing.T) {
 				w.Header().Set("Content-Type", "application/json")
 				_ = json.NewEncoder(w).Encode(&metav1.APIResourceList{
 					TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
-					GroupVersion: webappv1.SchemeGroupVersion.String(),
+					GroupVersion: webappv2.SchemeGroupVersion.String(),
 					APIResources: []metav1.APIResource{
 						{Name: "books", SingularName: "book", Namespaced: true, Kind: "Book", ShortNames: []string{"bk"},
 							Verbs: metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}},
@@ -107,7 +107,7 @@ func TestPreflight(t *testing.T) {
 			// What kube-apiserver answers for a group it does not serve.
 			name:    "CRD missing, plain 404",
 			handler: plain(http.StatusNotFound, "404 page not found"),
-			want:    []string{"not installed", "books." + webappv1.GroupName, crdInstallHint, "kubectl apply -f manifests/crd.yaml"},
+			want:    []string{"not installed", "books." + webappv2.GroupName, crdInstallHint, "kubectl apply -f manifests/crd.yaml"},
 		},
 		{
 			name:    "CRD missing, Status 404",

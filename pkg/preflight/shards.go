@@ -55,7 +55,7 @@ func Shards(ctx context.Context, host, namespace string, books versioned.Interfa
 		return fmt.Errorf("the API server at %s ignores shard selectors (no shardInfo in its lists), which --shards needs: %s",
 			host, shardedListAndWatchHint)
 	}
-	bookList, err := books.WebappV1().Books(namespace).List(ctx, metav1.ListOptions{ShardSelector: s.Selector(), Limit: 100})
+	bookList, err := books.WebappV2().Books(namespace).List(ctx, metav1.ListOptions{ShardSelector: s.Selector(), Limit: 100})
 	if err != nil {
 		return fmt.Errorf("listing Books by shard at %s: %w", host, err)
 	}

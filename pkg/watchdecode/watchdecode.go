@@ -57,14 +57,14 @@ import (
 	"k8s.io/client-go/rest"
 	sjson "sigs.k8s.io/json"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned/scheme"
 )
 
 var (
-	bookGVK       = webappv1.SchemeGroupVersion.WithKind("Book")
-	bookAPI       = webappv1.SchemeGroupVersion.String()
+	bookGVK       = webappv2.SchemeGroupVersion.WithKind("Book")
+	bookAPI       = webappv2.SchemeGroupVersion.String()
 	watchEventGVK = schema.GroupVersionKind{Version: "v1", Kind: "WatchEvent"}
 )
 
@@ -73,7 +73,7 @@ var (
 // itself, so this one builds the REST client the same way with ours.
 func NewClientset(cfg *rest.Config) (versioned.Interface, error) {
 	c := rest.CopyConfig(cfg)
-	gv := webappv1.SchemeGroupVersion
+	gv := webappv2.SchemeGroupVersion
 	c.GroupVersion, c.APIPath = &gv, "/apis"
 	c.NegotiatedSerializer = NegotiatedSerializer(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion())
 	if c.UserAgent == "" {
@@ -144,8 +144,8 @@ func (s serializer) Decode(data []byte, defaults *schema.GroupVersionKind, into 
 
 // decodeBook parses data into a Book in one pass, or returns nil when data
 // is not a Book of our version (client-go's decoder then says what it is).
-func decodeBook(data []byte) *webappv1.Book {
-	book := &webappv1.Book{}
+func decodeBook(data []byte) *webappv2.Book {
+	book := &webappv2.Book{}
 	if err := sjson.UnmarshalCaseSensitivePreserveInts(data, book); err != nil {
 		return nil
 	}

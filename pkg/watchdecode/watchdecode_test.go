@@ -35,7 +35,7 @@ import (
 	"k8s.io/client-go/rest"
 	restclientwatch "k8s.io/client-go/rest/watch"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned/scheme"
 )
 
@@ -58,7 +58,7 @@ func decodeStream(ns runtime.NegotiatedSerializer, stream []byte) ([]event, erro
 	}
 	frames := info.StreamSerializer.Framer.NewFrameReader(io.NopCloser(bytes.NewReader(stream)))
 	d := restclientwatch.NewDecoder(streaming.NewDecoder(frames, info.StreamSerializer.Serializer),
-		ns.DecoderToVersion(info.Serializer, webappv1.SchemeGroupVersion))
+		ns.DecoderToVersion(info.Serializer, webappv2.SchemeGroupVersion))
 	var events []event
 	for {
 		typ, obj, err := d.Decode()
@@ -89,24 +89,24 @@ func sameAsClientGo(t *testing.T, stream []byte) []event {
 
 // book is a Book as the API server sends it after our controller made it
 // Ready: managedFields of its creator and of our status writes.
-func book(i int, title string) *webappv1.Book {
+func book(i int, title string) *webappv2.Book {
 	at := metav1.NewTime(time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC))
-	return &webappv1.Book{
-		TypeMeta: metav1.TypeMeta{APIVersion: "webapp.ydzs.io/v1", Kind: "Book"},
+	return &webappv2.Book{
+		TypeMeta: metav1.TypeMeta{APIVersion: "webapp.ydzs.io/v2", Kind: "Book"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("book-%06d", i), Namespace: "shop", UID: types.UID(fmt.Sprintf("4fc93ca2-b99a-4d2c-8b15-%012d", i)),
 			ResourceVersion: fmt.Sprint(300000 + i), Generation: 1, CreationTimestamp: at,
 			Labels: map[string]string{"shelf": "a"},
 			ManagedFields: []metav1.ManagedFieldsEntry{
-				{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "webapp.ydzs.io/v1", Time: &at,
+				{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "webapp.ydzs.io/v2", Time: &at,
 					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{".":{},"f:price":{},"f:title":{}}}`)}},
-				{Manager: "book-controller", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "webapp.ydzs.io/v1", Time: &at,
+				{Manager: "book-controller", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "webapp.ydzs.io/v2", Time: &at,
 					FieldsType: "FieldsV1", Subresource: "status",
 					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{".":{},"f:conditions":{".":{},"k:{\"type\":\"Ready\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}}},"f:configMapName":{},"f:observedGeneration":{}}}`)}},
 			},
 		},
-		Spec: webappv1.BookSpec{Title: title, Price: int32(i % 1000)},
-		Status: webappv1.BookStatus{
+		Spec: webappv2.BookSpec{Title: title, Price: webappv2.WholePrice(int32(i % 1000))},
+		Status: webappv2.BookStatus{
 			ObservedGeneration: 1, ConfigMapName: fmt.Sprintf("book-%06d", i),
 			Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, ObservedGeneration: 1,
 				LastTransitionTime: at, Reason: "ConfigMapReady", Message: "ConfigMap holds the current spec"}},
@@ -126,7 +126,7 @@ func line(t testing.TB, typ watch.EventType, obj any) string {
 }
 
 func TestDecodesAsClientGo(t *testing.T) {
-	bookmark := `{"type":"BOOKMARK","object":{"apiVersion":"webapp.ydzs.io/v1","kind":"Book","metadata":{"annotations":{"k8s.io/initial-events-end":"true"},"resourceVersion":"305259"}}}` + "\n"
+	bookmark := `{"type":"BOOKMARK","object":{"apiVersion":"webapp.ydzs.io/v2","kind":"Book","metadata":{"annotations":{"k8s.io/initial-events-end":"true"},"resourceVersion":"305259"}}}` + "\n"
 	gone := line(t, watch.Error, metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
 		Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old resource version: 1 (300000)"})
 	tricky := book(7, "\"Quoted\", back\\slash, tab\t, é, 日本語, \u2028, </script>")
@@ -148,20 +148,20 @@ func TestDecodesAsClientGo(t *testing.T) {
 		{name: "escapes and Unicode in the object", events: 1, stream: line(t, watch.Added, tricky)},
 		{name: "pretty-printed, no newline between events", events: 2, stream: string(pretty) + strings.TrimSpace(line(t, watch.Added, book(4, "Four")))},
 		{name: "object before type, spaces around", events: 1,
-			stream: ` { "object" : {"apiVersion":"webapp.ydzs.io/v1","kind":"Book","metadata":{"name":"a"}} , "type" : "ADDED" } `},
+			stream: ` { "object" : {"apiVersion":"webapp.ydzs.io/v2","kind":"Book","metadata":{"name":"a"}} , "type" : "ADDED" } `},
 		{name: "an event larger than the framer's first buffer", events: 1, stream: line(t, watch.Added, huge)},
 		{name: "an unknown key in the envelope", events: 1,
-			stream: `{"type":"ADDED","extra":[1,{"a":"]"}],"object":{"apiVersion":"webapp.ydzs.io/v1","kind":"Book","metadata":{"name":"a"}}}`},
+			stream: `{"type":"ADDED","extra":[1,{"a":"]"}],"object":{"apiVersion":"webapp.ydzs.io/v2","kind":"Book","metadata":{"name":"a"}}}`},
 		{name: "an escaped key in the envelope", events: 1,
-			stream: `{"typ\u0065":"ADDED","object":{"apiVersion":"webapp.ydzs.io/v1","kind":"Book","metadata":{"name":"a"}}}`},
+			stream: `{"typ\u0065":"ADDED","object":{"apiVersion":"webapp.ydzs.io/v2","kind":"Book","metadata":{"name":"a"}}}`},
 		{name: "a duplicate type: the last wins", events: 1,
-			stream: `{"type":"ADDED","type":"DELETED","object":{"apiVersion":"webapp.ydzs.io/v1","kind":"Book","metadata":{"name":"a"}}}`},
+			stream: `{"type":"ADDED","type":"DELETED","object":{"apiVersion":"webapp.ydzs.io/v2","kind":"Book","metadata":{"name":"a"}}}`},
 		{name: "another kind than Book", events: 1,
 			stream: `{"type":"ADDED","object":{"apiVersion":"v1","kind":"Status","status":"Failure","code":500}}`},
 		{name: "a field of the wrong type", fails: true,
-			stream: `{"type":"ADDED","object":{"apiVersion":"webapp.ydzs.io/v1","kind":"Book","spec":{"price":"ten"}}}`},
+			stream: `{"type":"ADDED","object":{"apiVersion":"webapp.ydzs.io/v2","kind":"Book","spec":{"price":"ten"}}}`},
 		{name: "unknown event type", fails: true,
-			stream: `{"type":"ADDEDX","object":{"apiVersion":"webapp.ydzs.io/v1","kind":"Book"}}`},
+			stream: `{"type":"ADDEDX","object":{"apiVersion":"webapp.ydzs.io/v2","kind":"Book"}}`},
 		{name: "null object", fails: true, stream: `{"type":"ADDED","object":null}`},
 		{name: "brackets that do not match", events: 1, fails: true, stream: line(t, watch.Added, book(5, "Five")) + `{"type":"ADDED","object":{"a":[}]}`},
 		{name: "cut off in the middle of an event", events: 1, fails: true, stream: line(t, watch.Added, book(6, "Six")) + `{"type":"ADDED","object":{"apiVe`},
@@ -187,7 +187,7 @@ func TestBookDecodedOnce(t *testing.T) {
 	want := book(1, "One")
 	data := []byte(line(t, watch.Added, want))
 	events := sameAsClientGo(t, data)
-	got, ok := events[0].Object.(*webappv1.Book)
+	got, ok := events[0].Object.(*webappv2.Book)
 	if !ok {
 		t.Fatalf("decoded %T, want *Book", events[0].Object)
 	}
@@ -235,9 +235,9 @@ func TestShortBuffer(t *testing.T) {
 //	go test ./pkg/watchdecode -run '^$' -fuzz FuzzDecode -fuzztime 1m
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(line(f, watch.Added, book(1, "One")) + line(f, watch.Deleted, book(2, "\"Two\\"))))
-	f.Add([]byte(`{"type":"BOOKMARK","object":{"apiVersion":"webapp.ydzs.io/v1","kind":"Book","metadata":{"resourceVersion":"1"}}}`))
+	f.Add([]byte(`{"type":"BOOKMARK","object":{"apiVersion":"webapp.ydzs.io/v2","kind":"Book","metadata":{"resourceVersion":"1"}}}`))
 	f.Add([]byte(`{"type":"ERROR","object":{"apiVersion":"v1","kind":"Status","code":410}} {"object":null,"type":"ADDED"}`))
-	f.Add([]byte(`{"type":"ADDED","object":{"apiVersion":"webapp.ydzs.io/v1","kind":"Book","spec":{"title":"a\u0000b","price":1e3}}}`))
+	f.Add([]byte(`{"type":"ADDED","object":{"apiVersion":"webapp.ydzs.io/v2","kind":"Book","spec":{"title":"a\u0000b","price":{"amount":"1e3","currency":"XXX"}}}}`))
 	f.Add([]byte(`[{"type":"ADDED"}] {"type":"ADDED","object":{"a":[}]}`))
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		sameAsClientGo(t, stream)

@@ -19,9 +19,6 @@ package v1
 import (
 	"encoding/json"
 	"fmt"
-	"math"
-	"strconv"
-	"strings"
 
 	sigsjson "sigs.k8s.io/json"
 
@@ -70,7 +67,7 @@ func (src *Book) ConvertTo(dst *v2.Book) error {
 	dst.Status = v2.BookStatus(*src.Status.DeepCopy())
 	dst.Spec = v2.BookSpec{
 		Title: src.Spec.Title,
-		Price: v2.Price{Amount: strconv.FormatInt(int64(src.Spec.Price), 10), Currency: v2.NoCurrency},
+		Price: v2.WholePrice(src.Spec.Price),
 	}
 	if s, ok := readStash(dst.Annotations); ok {
 		if *s.V1Price == src.Spec.Price {
@@ -91,12 +88,8 @@ func (src *Book) ConvertTo(dst *v2.Book) error {
 // spec:
 //
 //   - title: the same;
-//   - price: the amount rounded half up to a whole number (19.49 -> 19,
-//     19.5 -> 20) and clamped to 0..2147483647, the largest int32; an amount
-//     that is not a decimal number gives 0, except one written as a plain
-//     int32 ("-5"), which gives that number, so that every v1 price, even
-//     one v1's schema refuses, comes back from v2 as it was (v2's schema
-//     admits neither);
+//   - price: v2.Price.WholeUnits, the amount rounded half up to a whole
+//     number and clamped to an int32;
 //   - StashAnnotation: when v1 cannot say the v2 Book exactly (the currency
 //     is not XXX, the amount is not that whole number written plainly, or
 //     there are authors), the stash with the price, the authors and the v1
@@ -106,13 +99,10 @@ func (src *Book) ConvertTo(dst *v2.Book) error {
 func (dst *Book) ConvertFrom(src *v2.Book) error {
 	src.ObjectMeta.DeepCopyInto(&dst.ObjectMeta)
 	dst.Status = BookStatus(*src.Status.DeepCopy())
-	price := wholeUnits(src.Spec.Price.Amount)
+	price := src.Spec.Price.WholeUnits()
 	dst.Spec = BookSpec{Title: src.Spec.Title, Price: price}
 
-	exact := src.Spec.Price.Currency == v2.NoCurrency &&
-		src.Spec.Price.Amount == strconv.FormatInt(int64(price), 10) &&
-		len(src.Spec.Authors) == 0
-	if exact {
+	if src.Spec.Price.IsWholeUnits() && len(src.Spec.Authors) == 0 {
 		deleteAnnotation(&dst.ObjectMeta.Annotations, StashAnnotation)
 		return nil
 	}
@@ -150,35 +140,6 @@ func readStash(annotations map[string]string) (stash, bool) {
 		s.Authors = nil
 	}
 	return s, true
-}
-
-// wholeUnits is amount as a v1 price: rounded half up to a whole number,
-// clamped to 0..math.MaxInt32, and 0 when amount is not a decimal number.
-// An amount that is already a whole int32 written plainly is that number,
-// even a negative one, so that any v1 price converts to v2 and back as it
-// was.
-func wholeUnits(amount string) int32 {
-	if n, err := strconv.ParseInt(amount, 10, 32); err == nil && strconv.FormatInt(n, 10) == amount {
-		return int32(n)
-	}
-	whole, fraction, hasPoint := strings.Cut(amount, ".")
-	if !digitsOnly(whole) || (hasPoint && !digitsOnly(fraction)) {
-		return 0
-	}
-	whole = strings.TrimLeft(whole, "0")
-	if len(whole) > len(strconv.Itoa(math.MaxInt32)) {
-		return math.MaxInt32
-	}
-	n, _ := strconv.ParseInt("0"+whole, 10, 64) // at most 10 digits: fits
-	if hasPoint && fraction[0] >= '5' {
-		n++
-	}
-	return int32(min(n, math.MaxInt32))
-}
-
-// digitsOnly reports whether s is one or more ASCII digits.
-func digitsOnly(s string) bool {
-	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 // deleteAnnotation removes key from *annotations, leaving nil rather than an
