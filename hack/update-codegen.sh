@@ -2,7 +2,7 @@
 # Regenerates everything derived from the Go types in pkg/apis:
 #   - zz_generated.deepcopy.go next to the types,
 #   - the typed clientset, listers, informers and apply configurations under pkg/generated,
-#   - the CRDs in manifests/, from the types' +kubebuilder markers, via
+#   - the CRD in manifests/, from the types' +kubebuilder markers, via
 #     controller-gen,
 #     and hack/crdgen for two versions. # fork:line v2
 # Run it after every change to pkg/apis. Generated files are never edited by hand.
@@ -44,9 +44,8 @@ crd_tmp=$(mktemp)
 trap 'rm -f "${crd_tmp}"' EXIT
 go tool controller-gen crd:allowDangerousTypes=false paths=./pkg/apis/... output:crd:stdout > "${crd_tmp}"
 # fork:begin v2
-# hack/crdgen turns it into manifests/crd-v2.yaml (both versions, v2 stored,
-# the conversion webhook stanza controller-gen does not write) and
-# manifests/crd.yaml (v1 alone, until the conversion webhook exists).
+# hack/crdgen turns it into manifests/crd.yaml (both versions, v2 stored, and
+# the conversion webhook stanza controller-gen does not write).
 go run ./hack/crdgen -in "${crd_tmp}" -out-dir "${REPO_ROOT}/manifests"
 # fork:end v2
 # A project with one API version takes controller-gen's CRD as it is: that

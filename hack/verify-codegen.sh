@@ -15,9 +15,6 @@ tar -C "${REPO_ROOT}" --exclude=./_output --exclude=./.git -cf - . | tar -C "${T
 
 # What update-codegen.sh owns: generated Go code and the CRD.
 GENERATED=(pkg/generated manifests/crd.yaml)
-# fork:begin v2
-GENERATED+=(manifests/crd-v2.yaml)
-# fork:end v2
 while IFS= read -r f; do GENERATED+=("${f}"); done < <(cd "${TMP}" && find pkg/apis -name 'zz_generated.*' | sort)
 while IFS= read -r f; do GENERATED+=("${f}"); done < <(cd "${REPO_ROOT}" && find pkg/apis -name 'zz_generated.*' | sort)
 

@@ -58,7 +58,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 )
 
@@ -108,7 +108,7 @@ type demo struct {
 	kube       kubernetes.Interface
 	books      versioned.Interface
 	extensions apiextensionsclient.Interface
-	examples   []*webappv1.Book
+	examples   []*webappv2.Book
 }
 
 func newDemo(kubeconfig, manifests string) (*demo, error) {
@@ -139,7 +139,7 @@ func newDemo(kubeconfig, manifests string) (*demo, error) {
 		return nil, fmt.Errorf("no example Books in %s: run from the repository root or pass -manifests", filepath.Join(manifests, "examples"))
 	}
 	for _, f := range files {
-		b := &webappv1.Book{}
+		b := &webappv2.Book{}
 		if err := readYAML(f, b); err != nil {
 			return nil, err
 		}
@@ -175,7 +175,7 @@ func (d *demo) applyExamples(ctx context.Context, pid int, timeout time.Duration
 		return err
 	}
 	heading("Books (kubectl get books)")
-	if err := d.printTable(ctx, d.books.WebappV1().RESTClient(), "books"); err != nil {
+	if err := d.printTable(ctx, d.books.WebappV2().RESTClient(), "books"); err != nil {
 		return err
 	}
 	heading("Their ConfigMaps (kubectl get configmaps -l app.kubernetes.io/managed-by=book-controller)")
@@ -222,13 +222,13 @@ func (d *demo) applyCRD(ctx context.Context) error {
 	return nil
 }
 
-func (d *demo) applyBook(ctx context.Context, b *webappv1.Book) error {
-	b.APIVersion, b.Kind = webappv1.SchemeGroupVersion.String(), "Book"
+func (d *demo) applyBook(ctx context.Context, b *webappv2.Book) error {
+	b.APIVersion, b.Kind = webappv2.SchemeGroupVersion.String(), "Book"
 	data, err := json.Marshal(b)
 	if err != nil {
 		return err
 	}
-	if _, err := d.books.WebappV1().Books(b.Namespace).Patch(ctx, b.Name, types.ApplyPatchType, data, applyOptions()); err != nil {
+	if _, err := d.books.WebappV2().Books(b.Namespace).Patch(ctx, b.Name, types.ApplyPatchType, data, applyOptions()); err != nil {
 		return fmt.Errorf("applying Book %s/%s: %w", b.Namespace, b.Name, err)
 	}
 	return nil
@@ -247,7 +247,7 @@ func (d *demo) waitReady(ctx context.Context, pid int, timeout time.Duration) er
 	for {
 		ready := 0
 		for _, b := range d.examples {
-			got, err := d.books.WebappV1().Books(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
+			got, err := d.books.WebappV2().Books(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
 			if err == nil && isReady(got) {
 				ready++
 			}
@@ -272,7 +272,7 @@ func (d *demo) waitReady(ctx context.Context, pid int, timeout time.Duration) er
 // isReady: Ready for the Book's current generation, as the tests count it
 // (test/integration/framework.IsReady; a tool does not import the tests'
 // framework).
-func isReady(b *webappv1.Book) bool {
+func isReady(b *webappv2.Book) bool {
 	for _, c := range b.Status.Conditions {
 		if c.Type == "Ready" {
 			return c.Status == metav1.ConditionTrue && c.ObservedGeneration == b.Generation &&
@@ -336,7 +336,7 @@ func nilToEmpty(v any) any {
 
 func (d *demo) deleteExamples(ctx context.Context) error {
 	for _, b := range d.examples {
-		err := d.books.WebappV1().Books(b.Namespace).Delete(ctx, b.Name, metav1.DeleteOptions{})
+		err := d.books.WebappV2().Books(b.Namespace).Delete(ctx, b.Name, metav1.DeleteOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:

@@ -39,7 +39,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -104,12 +104,12 @@ type readyWatch struct {
 
 // isReady: Ready for the Book's current generation (framework.IsReady), as
 // every test counts it.
-func isReady(b *webappv1.Book) bool { return framework.IsReady(b) }
+func isReady(b *webappv2.Book) bool { return framework.IsReady(b) }
 
 func (e *env) watchReady(ctx context.Context, ns string, n int) (*readyWatch, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &readyWatch{readyAt: map[string]time.Time{}, n: n, all: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
-	client := e.watch.WebappV1().Books(ns)
+	client := e.watch.WebappV2().Books(ns)
 	list := func() (string, error) {
 		l, err := client.List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -142,7 +142,7 @@ func (e *env) watchReady(ctx context.Context, ns string, n int) (*readyWatch, er
 					expired = true
 					break
 				}
-				if b, ok := ev.Object.(*webappv1.Book); ok {
+				if b, ok := ev.Object.(*webappv2.Book); ok {
 					rv = b.ResourceVersion
 					if ev.Type != watch.Bookmark {
 						w.observe(b)
@@ -160,7 +160,7 @@ func (e *env) watchReady(ctx context.Context, ns string, n int) (*readyWatch, er
 	return w, nil
 }
 
-func (w *readyWatch) observe(b *webappv1.Book) {
+func (w *readyWatch) observe(b *webappv2.Book) {
 	if !isReady(b) {
 		return
 	}
@@ -211,10 +211,10 @@ func (e *notReadyError) Error() string {
 
 func bookName(i int) string { return fmt.Sprintf("book-%05d", i) }
 
-func newBook(ns string, i int) *webappv1.Book {
-	return &webappv1.Book{
+func newBook(ns string, i int) *webappv2.Book {
+	return &webappv2.Book{
 		ObjectMeta: metav1.ObjectMeta{Name: bookName(i), Namespace: ns},
-		Spec:       webappv1.BookSpec{Title: "Book number " + strconv.Itoa(i), Price: int32(i % 1000)},
+		Spec:       webappv2.BookSpec{Title: "Book number " + strconv.Itoa(i), Price: webappv2.WholePrice(int32(i % 1000))},
 	}
 }
 
@@ -222,7 +222,7 @@ func newBook(ns string, i int) *webappv1.Book {
 type creation struct {
 	// createdAt is when each Book's Create returned, by name.
 	createdAt map[string]time.Time
-	books     []*webappv1.Book
+	books     []*webappv2.Book
 	// issuedPerSecond is the rate at which Creates were sent, from the first
 	// to the last: the pace kept, unless every creator was still waiting
 	// for the API server.
@@ -232,13 +232,13 @@ type creation struct {
 // createBooks creates n Books at concurrency c (optionally paced to r per
 // second).
 func (e *env) createBooks(ctx context.Context, ns string, n, c int, r float64) (*creation, error) {
-	created := make([]*webappv1.Book, n)
+	created := make([]*webappv2.Book, n)
 	at := make([]time.Time, n)
 	issued, err := work(ctx, n, c, r, func(i int) error {
-		var b *webappv1.Book
+		var b *webappv2.Book
 		var err error
 		for try := 0; try < 5; try++ {
-			b, err = e.books.WebappV1().Books(ns).Create(ctx, newBook(ns, i), metav1.CreateOptions{})
+			b, err = e.books.WebappV2().Books(ns).Create(ctx, newBook(ns, i), metav1.CreateOptions{})
 			if err == nil {
 				break
 			}
@@ -589,7 +589,7 @@ func (e *env) liveCeilingPhase(ctx context.Context, name string, c int, pace flo
 	createdAt := make([]time.Time, e.o.n)
 	t0 := time.Now()
 	issued, err := work(ctx, e.o.n, c, pace, func(i int) error {
-		b, err := e.books.WebappV1().Books(p.Namespace).Create(ctx, newBook(p.Namespace, i), metav1.CreateOptions{})
+		b, err := e.books.WebappV2().Books(p.Namespace).Create(ctx, newBook(p.Namespace, i), metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("creating Book %d: %w", i, err)
 		}
@@ -618,15 +618,15 @@ func (e *env) liveCeilingPhase(ctx context.Context, name string, c int, pace flo
 
 // converge does for one Book what the controller's sync does on a fresh
 // one, and nothing else.
-func (e *env) converge(ctx context.Context, b *webappv1.Book) error {
+func (e *env) converge(ctx context.Context, b *webappv2.Book) error {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: b.Name, Namespace: b.Namespace,
 			Labels: map[string]string{controller.ManagedByLabel: controller.ManagedByValue, controller.BookLabel: b.Name},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(b,
-				webappv1.SchemeGroupVersion.WithKind("Book"))},
+				webappv2.SchemeGroupVersion.WithKind("Book"))},
 		},
-		Data: map[string]string{controller.TitleKey: b.Spec.Title, controller.PriceKey: strconv.Itoa(int(b.Spec.Price))},
+		Data: map[string]string{controller.TitleKey: b.Spec.Title, controller.PriceKey: strconv.Itoa(int(b.Spec.Price.WholeUnits()))},
 	}
 	if _, err := e.kube.CoreV1().ConfigMaps(b.Namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: controller.FieldManager}); err != nil {
 		return err
@@ -639,20 +639,20 @@ func (e *env) converge(ctx context.Context, b *webappv1.Book) error {
 		Message: fmt.Sprintf("ConfigMap %s holds the current spec", b.Name), ObservedGeneration: b.Generation,
 		LastTransitionTime: metav1.Now().Rfc3339Copy(),
 	})
-	_, err := e.books.WebappV1().Books(b.Namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{FieldManager: controller.FieldManager})
+	_, err := e.books.WebappV2().Books(b.Namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{FieldManager: controller.FieldManager})
 	return err
 }
 
 // event creates the events.k8s.io Event the controllers emit for a new
 // ConfigMap (reason ConfigMapCreated), as a plain POST.
-func (e *env) event(ctx context.Context, b *webappv1.Book) error {
+func (e *env) event(ctx context.Context, b *webappv2.Book) error {
 	now := metav1.NowMicro()
 	ev := &eventsv1.Event{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", b.Name, now.UnixNano()), Namespace: b.Namespace},
 		EventTime:  now, ReportingController: controller.ReportingController, ReportingInstance: "book-bench",
 		Action: "Create", Reason: controller.EventConfigMapCreated, Type: corev1.EventTypeNormal,
 		Note: "Created ConfigMap " + b.Name,
-		Regarding: corev1.ObjectReference{APIVersion: webappv1.SchemeGroupVersion.String(), Kind: "Book",
+		Regarding: corev1.ObjectReference{APIVersion: webappv2.SchemeGroupVersion.String(), Kind: "Book",
 			Namespace: b.Namespace, Name: b.Name, UID: b.UID, ResourceVersion: b.ResourceVersion},
 		Related: &corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: b.Namespace, Name: b.Name},
 	}

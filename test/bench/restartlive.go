@@ -170,7 +170,7 @@ func editedTitle(run, i int) string {
 func (e *env) writeLive(ctx context.Context, ns string, run int) (created, edited map[string]time.Time, err error) {
 	var mu sync.Mutex
 	created, edited = map[string]time.Time{}, map[string]time.Time{}
-	client := e.books.WebappV1().Books(ns)
+	client := e.books.WebappV2().Books(ns)
 	_, err = work(ctx, 2*liveOps, 8, 2*liveRate, func(op int) error {
 		i := op / 2
 		if op%2 == 0 {
@@ -378,7 +378,7 @@ type versions map[string]string
 
 func (e *env) versions(ctx context.Context, ns string) (versions, error) {
 	out := versions{}
-	books, err := e.books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
+	books, err := e.books.WebappV2().Books(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing Books: %w", err)
 	}

@@ -285,7 +285,7 @@ func (e *env) shardPhase(ctx context.Context, round int, name string, k int) (*S
 func (e *env) booksPerShard(ctx context.Context, namespaces []string, k int) ([]int, error) {
 	out := make([]int, k)
 	for _, ns := range namespaces {
-		list, err := e.books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
+		list, err := e.books.WebappV2().Books(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("listing the Books of %s: %w", ns, err)
 		}

@@ -34,7 +34,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -125,8 +125,8 @@ func TestAdmissionPolicyDenies(t *testing.T) {
 	// ConfigMaps keep the old spec.
 	editedNames := sortedNames(ok)[:4]
 	edited := time.Now()
-	edits := updateSpecs(t, ns, editedNames, func(name string, old webappv1.BookSpec) spec {
-		return spec{title: "FORBIDDEN title of " + name, price: old.Price + 1000}
+	edits := updateSpecs(t, ns, editedNames, func(name string, old webappv2.BookSpec) spec {
+		return spec{title: "FORBIDDEN title of " + name, price: old.Price.WholeUnits() + 1000}
 	})
 	stillOK := union(ok)
 	for _, n := range editedNames {
@@ -362,8 +362,8 @@ func TestAdmissionMutationNoFight(t *testing.T) {
 	// An edit is one update, which the mutators change again.
 	editedNames := sortedNames(want)[:3]
 	edited := time.Now()
-	edits := updateSpecs(t, ns, editedNames, func(name string, old webappv1.BookSpec) spec {
-		return spec{title: "Edited " + name, price: old.Price + 100}
+	edits := updateSpecs(t, ns, editedNames, func(name string, old webappv2.BookSpec) spec {
+		return spec{title: "Edited " + name, price: old.Price.WholeUnits() + 100}
 	})
 	editConverged := waitConverged(t, ns, expectation{want: union(want, edits)})
 	nudge(t, syncs, ns, editedNames) // looked at again after the mutators changed the update

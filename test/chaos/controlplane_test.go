@@ -25,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -97,8 +97,8 @@ func controlPlaneFault(t *testing.T, what string, kill func() error, start func(
 	maps.Copy(want, createBooks(t, ns, "after", max(1, n/10)))
 	names := slices.Sorted(maps.Keys(want))
 	changed := names[:max(1, n/20)]
-	maps.Copy(want, updateSpecs(t, ns, changed, func(name string, old webappv1.BookSpec) spec {
-		return spec{title: old.Title + " (revised)", price: old.Price + 1}
+	maps.Copy(want, updateSpecs(t, ns, changed, func(name string, old webappv2.BookSpec) spec {
+		return spec{title: old.Title + " (revised)", price: old.Price.WholeUnits() + 1}
 	}))
 
 	waitConverged(t, ns, expectation{want: want})

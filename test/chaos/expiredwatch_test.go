@@ -37,6 +37,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -111,7 +112,7 @@ func TestExpiredWatches(t *testing.T) {
 		want[name] = s
 		lastWrite = time.Now()
 	}
-	books := e.Books.WebappV1().Books(ns)
+	books := e.Books.WebappV2().Books(ns)
 	// The stream ends between writes, never during one, so that every
 	// write's outcome is known.
 	endOfStream := make(chan struct{})
@@ -141,7 +142,7 @@ func TestExpiredWatches(t *testing.T) {
 						if err != nil {
 							return err
 						}
-						b.Spec.Title, b.Spec.Price = s.title, s.price
+						b.Spec.Title, b.Spec.Price = s.title, webappv2.WholePrice(s.price)
 						_, err = books.Update(ctx, b, metav1.UpdateOptions{})
 						return err
 					})

@@ -38,7 +38,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -76,7 +76,7 @@ func TestFinalizerRecreatedBooks(t *testing.T) {
 	rng := newRand(t)
 	ns := env.Namespace(t)
 	env.StartController(t, framework.ControllerOptions{Namespace: ns, ConflictRecheck: controller.DefaultConflictRecheck})
-	books := env.Books.WebappV1().Books(ns)
+	books := env.Books.WebappV2().Books(ns)
 	background := createBooks(t, ns, "bg", backgroundBooks)
 	first := createBooks(t, ns, "again", heldBooks)
 	waitConverged(t, ns, expectation{want: union(background, first)})
@@ -157,8 +157,8 @@ func TestFinalizerEditWhileHeld(t *testing.T) {
 		held[name] = env.WaitForConfigMap(t, ns, name, "to be deleted and held by "+foreignFinalizer,
 			func(cm *corev1.ConfigMap) bool { return cm.DeletionTimestamp != nil })
 	}
-	edits := updateSpecs(t, ns, heldNames, func(name string, old webappv1.BookSpec) spec {
-		return spec{title: "Edited while held: " + name, price: old.Price + 500}
+	edits := updateSpecs(t, ns, heldNames, func(name string, old webappv2.BookSpec) spec {
+		return spec{title: "Edited while held: " + name, price: old.Price.WholeUnits() + 500}
 	})
 	for _, name := range heldNames {
 		env.WaitForReady(t, ns, name, metav1.ConditionFalse, controller.ReasonConfigMapDeleting)
@@ -167,7 +167,7 @@ func TestFinalizerEditWhileHeld(t *testing.T) {
 	// nothing is written into the held ConfigMaps.
 	nudge(t, syncs, ns, heldNames)
 	for _, name := range heldNames {
-		b, err := env.Books.WebappV1().Books(ns).Get(ctx, name, metav1.GetOptions{})
+		b, err := env.Books.WebappV2().Books(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +298,7 @@ func releaseHeld(t *testing.T, ns string, held map[string]*corev1.ConfigMap, wan
 		s := want[name]
 		poll.Eventually(t, fmt.Sprintf("Book %s Ready with its own ConfigMap (want within %v of the held one's deletion)", name, freeBound),
 			20*time.Millisecond, 10*freeBound, func(ctx context.Context) error {
-				b, err := env.Books.WebappV1().Books(ns).Get(ctx, name, metav1.GetOptions{})
+				b, err := env.Books.WebappV2().Books(ns).Get(ctx, name, metav1.GetOptions{})
 				if err != nil {
 					return err
 				}
@@ -348,7 +348,7 @@ func churn(t *testing.T, ns string, want map[string]spec) (stop func() (int, map
 	rng := newRand(t)
 	specs := maps.Clone(want)
 	bookNames := sortedNames(want)
-	books := env.Books.WebappV1().Books(ns)
+	books := env.Books.WebappV2().Books(ns)
 	done, finished := make(chan struct{}), make(chan struct{})
 	var errs []error
 	edits := 0
@@ -368,7 +368,7 @@ func churn(t *testing.T, ns string, want map[string]spec) (stop func() (int, map
 				if err != nil {
 					return err
 				}
-				b.Spec.Title, b.Spec.Price = s.title, s.price
+				b.Spec.Title, b.Spec.Price = s.title, webappv2.WholePrice(s.price)
 				_, err = books.Update(ctx, b, metav1.UpdateOptions{})
 				return err
 			})
@@ -376,7 +376,7 @@ func churn(t *testing.T, ns string, want map[string]spec) (stop func() (int, map
 				// The edit may have landed all the same: take the spec as it is.
 				errs = append(errs, fmt.Errorf("editing Book %s: %w", name, err))
 				if b, err := books.Get(ctx, name, metav1.GetOptions{}); err == nil {
-					specs[name] = spec{title: b.Spec.Title, price: b.Spec.Price}
+					specs[name] = spec{title: b.Spec.Title, price: b.Spec.Price.WholeUnits()}
 				}
 				continue
 			}

@@ -37,7 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -61,7 +61,7 @@ func createBooksIn(t *testing.T, e *framework.Env, ns, prefix string, n int) map
 	t.Helper()
 	specs := make(map[string]spec, n)
 	for _, b := range framework.NumberedBooks(ns, prefix, n) {
-		specs[b.Name] = spec{title: b.Spec.Title, price: b.Spec.Price}
+		specs[b.Name] = spec{title: b.Spec.Title, price: b.Spec.Price.WholeUnits()}
 	}
 	createSpecsIn(t, e, ns, specs)
 	return specs
@@ -78,7 +78,7 @@ func createSpecs(t *testing.T, ns string, specs map[string]spec) {
 // createSpecsIn is createSpecs on the control plane e.
 func createSpecsIn(t *testing.T, e *framework.Env, ns string, specs map[string]spec) {
 	t.Helper()
-	var books []*webappv1.Book
+	var books []*webappv2.Book
 	for _, name := range slices.Sorted(maps.Keys(specs)) {
 		books = append(books, framework.NewBook(ns, name, specs[name].title, specs[name].price))
 	}
@@ -87,15 +87,15 @@ func createSpecsIn(t *testing.T, e *framework.Env, ns string, specs map[string]s
 
 // updateSpecs gives each named Book the spec next returns, reading the Book
 // afresh on conflicts, and returns the specs written.
-func updateSpecs(t *testing.T, ns string, names []string, next func(name string, old webappv1.BookSpec) spec) map[string]spec {
+func updateSpecs(t *testing.T, ns string, names []string, next func(name string, old webappv2.BookSpec) spec) map[string]spec {
 	t.Helper()
 	return updateSpecsIn(t, env, ns, names, next)
 }
 
 // updateSpecsIn is updateSpecs on the control plane e.
-func updateSpecsIn(t *testing.T, e *framework.Env, ns string, names []string, next func(name string, old webappv1.BookSpec) spec) map[string]spec {
+func updateSpecsIn(t *testing.T, e *framework.Env, ns string, names []string, next func(name string, old webappv2.BookSpec) spec) map[string]spec {
 	t.Helper()
-	books := e.Books.WebappV1().Books(ns)
+	books := e.Books.WebappV2().Books(ns)
 	var mu sync.Mutex
 	written := make(map[string]spec, len(names))
 	framework.Parallel(t, len(names), framework.CreateWidth, func(ctx context.Context, i int) error {
@@ -106,7 +106,7 @@ func updateSpecsIn(t *testing.T, e *framework.Env, ns string, names []string, ne
 				return err
 			}
 			s := next(name, b.Spec)
-			b.Spec.Title, b.Spec.Price = s.title, s.price
+			b.Spec.Title, b.Spec.Price = s.title, webappv2.WholePrice(s.price)
 			if _, err := books.Update(ctx, b, metav1.UpdateOptions{}); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
@@ -150,7 +150,7 @@ func (v *verdict) add(counter *int, format string, args ...any) {
 	v.problems = append(v.problems, fmt.Sprintf(format, args...))
 }
 
-var bookGroup = webappv1.SchemeGroupVersion.Group
+var bookGroup = webappv2.SchemeGroupVersion.Group
 
 // inspect checks the namespace against exp: every Book exists with the
 // expected spec, is Ready for its current generation and controls exactly
@@ -163,7 +163,7 @@ func inspect(ctx context.Context, ns string, exp expectation) (verdict, error) {
 // inspectIn is inspect on the control plane e.
 func inspectIn(ctx context.Context, e *framework.Env, ns string, exp expectation) (verdict, error) {
 	var v verdict
-	bookList, err := e.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
+	bookList, err := e.Books.WebappV2().Books(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return v, err
 	}
@@ -172,8 +172,8 @@ func inspectIn(ctx context.Context, e *framework.Env, ns string, exp expectation
 		return v, err
 	}
 	v.books = len(bookList.Items)
-	byUID := map[types.UID]*webappv1.Book{}
-	byName := map[string]*webappv1.Book{}
+	byUID := map[types.UID]*webappv2.Book{}
+	byName := map[string]*webappv2.Book{}
 	for i := range bookList.Items {
 		b := &bookList.Items[i]
 		byUID[b.UID], byName[b.Name] = b, b
@@ -209,8 +209,8 @@ func inspectIn(ctx context.Context, e *framework.Env, ns string, exp expectation
 			switch {
 			case !ok:
 				v.add(nil, "Book %s was not created by the test", name)
-			case b.Spec.Title != s.title || b.Spec.Price != s.price:
-				v.add(&v.lost, "Book %s has spec %q/%d, the test last wrote %q/%d", name, b.Spec.Title, b.Spec.Price, s.title, s.price)
+			case b.Spec.Title != s.title || b.Spec.Price != webappv2.WholePrice(s.price):
+				v.add(&v.lost, "Book %s has spec %q/%d, the test last wrote %q/%d", name, b.Spec.Title, b.Spec.Price.WholeUnits(), s.title, s.price)
 			}
 		}
 		cms := owned[b.UID]
@@ -250,10 +250,10 @@ func inspectIn(ctx context.Context, e *framework.Env, ns string, exp expectation
 
 // configMapProblem says what is wrong with the ConfigMap a Book controls,
 // or "" if it is exactly what the Book asks for.
-func configMapProblem(b *webappv1.Book, cm *corev1.ConfigMap) string {
+func configMapProblem(b *webappv2.Book, cm *corev1.ConfigMap) string {
 	wantData := map[string]string{
 		controller.TitleKey: b.Spec.Title,
-		controller.PriceKey: strconv.FormatInt(int64(b.Spec.Price), 10),
+		controller.PriceKey: strconv.FormatInt(int64(b.Spec.Price.WholeUnits()), 10),
 	}
 	switch {
 	case cm.Name != b.Name:
@@ -437,8 +437,8 @@ func workRound(t *testing.T, ns string, rng *rand.Rand, want map[string]spec, r,
 	}
 	names := slices.Sorted(maps.Keys(want))
 	rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
-	maps.Copy(want, updateSpecs(t, ns, names[:max(1, perRound/4)], func(name string, old webappv1.BookSpec) spec {
-		return spec{title: fmt.Sprintf("%s, round %d", name, r), price: old.Price + int32(r)}
+	maps.Copy(want, updateSpecs(t, ns, names[:max(1, perRound/4)], func(name string, old webappv2.BookSpec) spec {
+		return spec{title: fmt.Sprintf("%s, round %d", name, r), price: old.Price.WholeUnits() + int32(r)}
 	}))
 	return batch
 }

@@ -115,7 +115,7 @@ func TestEtcdNoSpace(t *testing.T) {
 				name := bookName("during", i)
 				s := spec{title: "Title of " + name, price: int32(i)}
 				cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-				_, err := e.Books.WebappV1().Books(ns).Create(cctx, framework.NewBook(ns, name, s.title, s.price), metav1.CreateOptions{})
+				_, err := e.Books.WebappV2().Books(ns).Create(cctx, framework.NewBook(ns, name, s.title, s.price), metav1.CreateOptions{})
 				cancel()
 				creates.record(name, s, err)
 			}
@@ -194,7 +194,7 @@ func TestEtcdNoSpace(t *testing.T) {
 
 	// Every Book the API server took must be there; none it refused may be.
 	for name := range creates.unknown {
-		_, err := e.Books.WebappV1().Books(ns).Get(ctx, name, metav1.GetOptions{})
+		_, err := e.Books.WebappV2().Books(ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case err == nil:
 			creates.accepted[name] = creates.unknown[name]
@@ -207,7 +207,7 @@ func TestEtcdNoSpace(t *testing.T) {
 	// although the API server answered its create with a 500.
 	storedAnyway := 0
 	for name, s := range creates.refused {
-		_, err := e.Books.WebappV1().Books(ns).Get(ctx, name, metav1.GetOptions{})
+		_, err := e.Books.WebappV2().Books(ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case err == nil:
 			storedAnyway++

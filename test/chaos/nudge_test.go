@@ -84,7 +84,7 @@ const nudgeAnnotation = "chaos.test.ydzs.io/nudged"
 // now: whatever it would write, it has written.
 func nudge(t *testing.T, syncs *syncLog, ns string, names []string) {
 	t.Helper()
-	books := env.Books.WebappV1().Books(ns)
+	books := env.Books.WebappV2().Books(ns)
 	nudged := time.Now()
 	for _, name := range names {
 		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {

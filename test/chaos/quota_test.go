@@ -31,7 +31,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -79,8 +79,8 @@ func TestQuotaFull(t *testing.T) {
 	start := time.Now()
 	late := createBooks(t, ns, "late", 12)
 	lateNames := sortedNames(late)
-	edits := updateSpecs(t, ns, sortedNames(early)[:3], func(name string, old webappv1.BookSpec) spec {
-		return spec{title: "Edited under a full quota: " + name, price: old.Price + 100}
+	edits := updateSpecs(t, ns, sortedNames(early)[:3], func(name string, old webappv2.BookSpec) spec {
+		return spec{title: "Edited under a full quota: " + name, price: old.Price.WholeUnits() + 100}
 	})
 	ready := union(early, edits)
 	waitRefused(t, ns, ready, refusedAll(lateNames, controller.ReasonConfigMapQuotaExceeded, name))

@@ -48,6 +48,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ydzs.io/book-controller/internal/poll"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -163,7 +164,7 @@ type refusal struct {
 // with its ConfigMap just as inspect wants it, each of refused as its
 // refusal says. It returns what differs.
 func refusedProblems(ctx context.Context, ns string, ok map[string]spec, refused map[string]refusal) ([]string, error) {
-	bookList, err := env.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
+	bookList, err := env.Books.WebappV2().Books(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -206,8 +207,8 @@ func refusedProblems(ctx context.Context, ns string, ok map[string]spec, refused
 		case !isOK:
 			problems = append(problems, fmt.Sprintf("Book %s was not created by the test", b.Name))
 			continue
-		case b.Spec.Title != s.title || b.Spec.Price != s.price:
-			problems = append(problems, fmt.Sprintf("Book %s has spec %q/%d, the test wrote %q/%d", b.Name, b.Spec.Title, b.Spec.Price, s.title, s.price))
+		case b.Spec.Title != s.title || b.Spec.Price != webappv2.WholePrice(s.price):
+			problems = append(problems, fmt.Sprintf("Book %s has spec %q/%d, the test wrote %q/%d", b.Name, b.Spec.Title, b.Spec.Price.WholeUnits(), s.title, s.price))
 		case !current || ready.Status != metav1.ConditionTrue || ready.Reason != controller.ReasonConfigMapReady:
 			problems = append(problems, fmt.Sprintf("Book %s: want Ready=True, status is %s", b.Name, framework.DescribeBook(b)))
 		case cm == nil || !metav1.IsControlledBy(cm, b):

@@ -30,7 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/shard"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -106,8 +106,8 @@ func (s *shardedRun) update(t *testing.T, ns, round string) {
 	for name := range s.want[ns] {
 		names = append(names, name)
 	}
-	for name, sp := range updateSpecs(t, ns, names, func(name string, old webappv1.BookSpec) spec {
-		return spec{title: round + " " + name, price: old.Price}
+	for name, sp := range updateSpecs(t, ns, names, func(name string, old webappv2.BookSpec) spec {
+		return spec{title: round + " " + name, price: old.Price.WholeUnits()}
 	}) {
 		s.want[ns][name] = sp
 	}
@@ -127,9 +127,9 @@ func (s *shardedRun) converged(t *testing.T) {
 // placed in shards by their UIDs, listed now.
 func (s *shardedRun) check(t *testing.T) []*framework.LeadershipReport {
 	t.Helper()
-	var books []*webappv1.Book
+	var books []*webappv2.Book
 	for _, ns := range s.nss {
-		list, err := env.Books.WebappV1().Books(ns).List(context.Background(), metav1.ListOptions{})
+		list, err := env.Books.WebappV2().Books(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -318,7 +318,7 @@ func TestShardHolderPartitioned(t *testing.T) {
 // shardCount: in the test's namespaces (own), and elsewhere (others),
 // which another test left behind and the holder of shard i caches too.
 func booksInShard(ctx context.Context, own []string, i int) (mine, others int, err error) {
-	list, err := env.Books.WebappV1().Books(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	list, err := env.Books.WebappV2().Books(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, 0, err
 	}

@@ -32,6 +32,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ydzs.io/book-controller/internal/poll"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -86,7 +87,7 @@ func TestSecondWriter(t *testing.T) {
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), config.writerDuration)
 	defer cancel()
-	books := env.Books.WebappV1().Books(ns)
+	books := env.Books.WebappV2().Books(ns)
 	var wg sync.WaitGroup
 	for range 2 {
 		r := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
@@ -111,7 +112,7 @@ func TestSecondWriter(t *testing.T) {
 				}
 				i := seq.Add(1)
 				s := spec{title: fmt.Sprintf("%s edit %d", name, i), price: int32(r.Uint32() >> 1)}
-				b.Spec.Title, b.Spec.Price = s.title, s.price
+				b.Spec.Title, b.Spec.Price = s.title, webappv2.WholePrice(s.price)
 				updated, err := books.Update(req, b, metav1.UpdateOptions{})
 				switch {
 				case apierrors.IsConflict(err):

@@ -54,7 +54,7 @@ func TestShards(t *testing.T) {
 	const n = 6
 	for i := range n {
 		name := bookName(i)
-		if _, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
+		if _, err := env.Books.WebappV2().Books(ns).Create(context.Background(),
 			framework.NewBook(ns, name, "Sharded "+name, int32(i)), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -32,7 +32,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -56,7 +56,7 @@ func TestSmoke(t *testing.T) {
 	step(t, "create: every Book Ready for its generation, its ConfigMap holding its spec", func(t *testing.T) {
 		for i := range books {
 			name := bookName(i)
-			if _, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
+			if _, err := env.Books.WebappV2().Books(ns).Create(context.Background(),
 				framework.NewBook(ns, name, "Title "+name, int32(i)), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -68,15 +68,15 @@ func TestSmoke(t *testing.T) {
 
 	step(t, "edit: a spec change reaches the ConfigMap", func(t *testing.T) {
 		name := bookName(0)
-		book, err := env.Books.WebappV1().Books(ns).Get(context.Background(), name, metav1.GetOptions{})
+		book, err := env.Books.WebappV2().Books(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		book.Spec.Title, book.Spec.Price = "Edited on Kubernetes "+kubernetes, 4242
-		if _, err := env.Books.WebappV1().Books(ns).Update(context.Background(), book, metav1.UpdateOptions{}); err != nil {
+		book.Spec.Title, book.Spec.Price = "Edited on Kubernetes "+kubernetes, webappv2.WholePrice(4242)
+		if _, err := env.Books.WebappV2().Books(ns).Update(context.Background(), book, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if b := waitConverged(t, ns, name); b.Generation < 2 || b.Spec.Price != 4242 {
+		if b := waitConverged(t, ns, name); b.Generation < 2 || b.Spec.Price.WholeUnits() != 4242 {
 			t.Errorf("after the edit: %s, spec %+v; want generation 2 or more and price 4242", framework.DescribeBook(b), b.Spec)
 		}
 	})
@@ -109,7 +109,7 @@ func TestSmoke(t *testing.T) {
 
 	step(t, "delete: the garbage collector deletes a deleted Book's ConfigMap", func(t *testing.T) {
 		name := bookName(3)
-		if err := env.Books.WebappV1().Books(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		if err := env.Books.WebappV2().Books(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		env.WaitForConfigMapGone(t, ns, name)
@@ -236,12 +236,12 @@ func syncs(addr string) (float64, error) {
 
 // waitConverged waits until the Book is Ready for its generation and its
 // ConfigMap holds its spec, is labelled and is controlled by it.
-func waitConverged(t *testing.T, ns, name string) *webappv1.Book {
+func waitConverged(t *testing.T, ns, name string) *webappv2.Book {
 	t.Helper()
 	book := env.WaitForReady(t, ns, name, metav1.ConditionTrue, "ConfigMapReady")
 	env.WaitForConfigMap(t, ns, name, fmt.Sprintf("holding the spec %+v of Book UID %s", book.Spec, book.UID), func(cm *corev1.ConfigMap) bool {
 		owner := metav1.GetControllerOf(cm)
-		return cm.Data["title"] == book.Spec.Title && cm.Data["price"] == strconv.Itoa(int(book.Spec.Price)) &&
+		return cm.Data["title"] == book.Spec.Title && cm.Data["price"] == strconv.Itoa(int(book.Spec.Price.WholeUnits())) &&
 			cm.Labels["app.kubernetes.io/managed-by"] == "book-controller" &&
 			owner != nil && owner.UID == book.UID
 	})
@@ -252,7 +252,7 @@ func waitConverged(t *testing.T, ns, name string) *webappv1.Book {
 func resourceVersions(t *testing.T, ns string) map[string]string {
 	t.Helper()
 	rvs := map[string]string{}
-	bookList, err := env.Books.WebappV1().Books(ns).List(context.Background(), metav1.ListOptions{})
+	bookList, err := env.Books.WebappV2().Books(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

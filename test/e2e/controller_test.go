@@ -38,6 +38,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"ydzs.io/book-controller/internal/poll"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	"ydzs.io/book-controller/pkg/localcluster"
 	"ydzs.io/book-controller/test/integration/framework"
@@ -231,12 +232,12 @@ func testRBACRefuses(t *testing.T) {
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("deleting a ConfigMap as %s: %v, want Forbidden (the ClusterRole grants no delete)", saUser, err)
 	}
-	b, err := books.WebappV1().Books(ns).Get(ctx, name, metav1.GetOptions{})
+	b, err := books.WebappV2().Books(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Spec.Price++
-	if _, err := books.WebappV1().Books(ns).Update(ctx, b, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+	b.Spec.Price = webappv2.WholePrice(b.Spec.Price.WholeUnits() + 1)
+	if _, err := books.WebappV2().Books(ns).Update(ctx, b, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("updating a Book's spec as %s: %v, want Forbidden (only books/status)", saUser, err)
 	}
 	if _, err := kube.CoreV1().Secrets(systemNS).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {

@@ -40,7 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -208,7 +208,7 @@ func TestSoak(t *testing.T) {
 		env.NamedNamespaces(t, nsName(i))
 		s.want[nsName(i)] = map[string]bool{}
 	}
-	var all []*webappv1.Book
+	var all []*webappv2.Book
 	for i := range cfg.namespaces {
 		books := framework.NumberedBooks(nsName(i), "book", s.booksIn(i))
 		for _, b := range books {
@@ -538,7 +538,7 @@ func (s *soak) churnObjects(ctx context.Context, rng *rand.Rand) {
 func (s *soak) editBook(ctx context.Context, ns, name string, rng *rand.Rand) error {
 	patch := fmt.Sprintf(`{"spec":{"price":%d,"title":"Title of %s, edition %d"}}`, rng.IntN(10000), name, rng.IntN(100))
 	return framework.RetryTransient(ctx, func() error {
-		_, err := s.env.Books.WebappV1().Books(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		_, err := s.env.Books.WebappV2().Books(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		return err
 	})
 }
@@ -548,7 +548,7 @@ func (s *soak) editBook(ctx context.Context, ns, name string, rng *rand.Rand) er
 // until it is gone, and the controller must create the new one's.
 func (s *soak) recreateBook(ctx context.Context, ns, name string) error {
 	err := framework.RetryTransient(ctx, func() error {
-		return s.env.Books.WebappV1().Books(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		return s.env.Books.WebappV2().Books(ns).Delete(ctx, name, metav1.DeleteOptions{})
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
@@ -563,7 +563,7 @@ func (s *soak) recreateBook(ctx context.Context, ns, name string) error {
 // whose answer was lost finds the Book on its retry.
 func (s *soak) createBook(ctx context.Context, ns, name string) error {
 	err := framework.RetryTransient(ctx, func() error {
-		_, err := s.env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, name, "Title of "+name, 1), metav1.CreateOptions{})
+		_, err := s.env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, name, "Title of "+name, 1), metav1.CreateOptions{})
 		return err
 	})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -747,7 +747,7 @@ func (s *soak) tallyGC(ctx context.Context) (lost, notReady, extra, waitingGC in
 	s.mu.Unlock()
 	for i := range s.cfg.namespaces {
 		ns := nsName(i)
-		books, err := s.env.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
+		books, err := s.env.Books.WebappV2().Books(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return 0, 0, 0, 0, err
 		}
@@ -794,10 +794,10 @@ func copySet(m map[string]bool) map[string]bool {
 
 // holdsSpec reports whether cm is the Book's (its controller reference
 // names the Book's UID) and holds exactly its title and price.
-func holdsSpec(cm *corev1.ConfigMap, b *webappv1.Book) bool {
+func holdsSpec(cm *corev1.ConfigMap, b *webappv2.Book) bool {
 	ref := metav1.GetControllerOf(cm)
 	return ref != nil && ref.UID == b.UID && len(cm.Data) == 2 &&
-		cm.Data[controller.TitleKey] == b.Spec.Title && cm.Data[controller.PriceKey] == strconv.Itoa(int(b.Spec.Price))
+		cm.Data[controller.TitleKey] == b.Spec.Title && cm.Data[controller.PriceKey] == strconv.Itoa(int(b.Spec.Price.WholeUnits()))
 }
 
 // write puts the samples in soak.csv, the faults in faults.csv and the

@@ -73,7 +73,7 @@ func TestPageFollowsABook(t *testing.T) {
 	// fork:end v2
 
 	ctx := context.Background()
-	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "travel", "Dune", 10), metav1.CreateOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, "travel", "Dune", 10), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b.do(t, "pick the Book", chromedp.SendKeys("#book", ns+"/travel"), chromedp.Click(`#pick button`))
@@ -87,7 +87,7 @@ func TestPageFollowsABook(t *testing.T) {
 	waitForSteps(t, b, "the journey of the new Book", created)
 
 	patch := []byte(`{"spec":{"price":12}}`)
-	if _, err := env.Books.WebappV1().Books(ns).Patch(ctx, "travel", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(ns).Patch(ctx, "travel", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	edited := append(created, "watch event: books update at RV * → enqueued (live)", "worker: #* took it after",
@@ -152,7 +152,7 @@ func checkBackoff(t *testing.T, b *browser, ns string) {
 	t.Helper()
 	ctx := context.Background()
 	quota := fillConfigMapQuota(t, ns)
-	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "stuck", "Dune", 10), metav1.CreateOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, "stuck", "Dune", 10), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b.do(t, "pick the stuck Book", chromedp.SetValue("#book", ns+"/stuck"), chromedp.Click(`#pick button`))

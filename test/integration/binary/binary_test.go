@@ -58,7 +58,7 @@ func TestBinary(t *testing.T) {
 		proc := framework.StartProcess(t, "book-controller", binary, "-kubeconfig", kubeconfig, "--namespace", ns,
 			"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr, "--pprof-bind-address", pprofAddr)
 
-		if _, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
+		if _, err := env.Books.WebappV2().Books(ns).Create(context.Background(),
 			framework.NewBook(ns, "book-sample", "kubernetes", 100), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

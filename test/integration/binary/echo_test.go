@@ -53,12 +53,12 @@ func TestOwnWritesDoNotComeBackAsWork(t *testing.T) {
 	// The Book marker: a change by somebody else, after our writes, is no
 	// echo.
 	first, second := books[0].Name, books[1].Name
-	book, err := env.Books.WebappV1().Books(ns).Get(ctx, first, metav1.GetOptions{})
+	book, err := env.Books.WebappV2().Books(ns).Get(ctx, first, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	book.Spec.Title = "changed"
-	if _, err := env.Books.WebappV1().Books(ns).Update(ctx, book, metav1.UpdateOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(ns).Update(ctx, book, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	env.WaitForConfigMap(t, ns, first, "to hold the new title", func(cm *corev1.ConfigMap) bool {

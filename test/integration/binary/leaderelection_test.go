@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -61,7 +61,7 @@ func pair(t *testing.T, ns string, opts framework.ReplicaOptions) (leader, stand
 }
 
 // createBooks creates n Books named prefix-00000 on (framework.CreateBooks).
-func createBooks(t *testing.T, ns, prefix string, n int) []*webappv1.Book {
+func createBooks(t *testing.T, ns, prefix string, n int) []*webappv2.Book {
 	t.Helper()
 	return env.CreateBooks(t, ns, prefix, n)
 }

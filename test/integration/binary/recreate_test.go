@@ -32,7 +32,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/localcluster"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -105,14 +105,14 @@ func TestRecreatedBookOnAQuietClusterWideController(t *testing.T) {
 	// Quiet: the controller below watches every namespace, so it starts once
 	// the Books of earlier tests, whose namespaces are being deleted, are gone.
 	framework.Eventually(t, "no Books left by earlier tests", func(ctx context.Context) error {
-		list, err := env.Books.WebappV1().Books(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		list, err := env.Books.WebappV2().Books(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
 		return poll.Done(len(list.Items) == 0, "%d Books, the first in namespace %s", len(list.Items), firstNamespace(list.Items))
 	})
 	ns := env.Namespace(t)
-	books := env.Books.WebappV1().Books(ns)
+	books := env.Books.WebappV2().Books(ns)
 	cms := env.Kube.CoreV1().ConfigMaps(ns)
 
 	probeAddr := framework.FreeAddr(t)
@@ -218,7 +218,7 @@ func TestRecreatedBookOnAQuietClusterWideController(t *testing.T) {
 }
 
 // firstNamespace is the namespace of the first of books, "" if none.
-func firstNamespace(books []webappv1.Book) string {
+func firstNamespace(books []webappv2.Book) string {
 	if len(books) == 0 {
 		return ""
 	}

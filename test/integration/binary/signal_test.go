@@ -65,7 +65,7 @@ func testSecondSignalExitsAtOnce(t *testing.T) {
 		"--workers", "2", "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 
 	for _, name := range []string{"drained", "held"} {
-		if _, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
+		if _, err := env.Books.WebappV2().Books(ns).Create(context.Background(),
 			framework.NewBook(ns, name, "kubernetes", 1), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -59,7 +59,7 @@ func TestVersion(t *testing.T) {
 	ns := env.Namespace(t)
 	framework.StartProcess(t, "book-controller", binary, "--kubeconfig", env.Cluster.KubeconfigPath(), "--namespace", ns,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
-	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "versioned", "Versions", 1), metav1.CreateOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, "versioned", "Versions", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	env.WaitForReady(t, ns, "versioned", metav1.ConditionTrue, "ConfigMapReady")

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -35,7 +36,7 @@ func TestCreateMakesOwnedConfigMapAndReadyStatus(t *testing.T) {
 	ns := env.Namespace(t)
 	env.StartController(t, framework.ControllerOptions{Namespace: ns})
 
-	book, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "book-sample", "kubernetes", 100), metav1.CreateOptions{})
+	book, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, "book-sample", "kubernetes", 100), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,13 +69,13 @@ func TestSpecUpdateUpdatesConfigMapAndObservedGeneration(t *testing.T) {
 	ns := env.Namespace(t)
 	env.StartController(t, framework.ControllerOptions{Namespace: ns})
 
-	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "b", "first", 1), metav1.CreateOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, "b", "first", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	book := env.WaitForReady(t, ns, "b", metav1.ConditionTrue, "ConfigMapReady")
 
-	book.Spec.Title, book.Spec.Price = "second edition", 2
-	updated, err := env.Books.WebappV1().Books(ns).Update(ctx, book, metav1.UpdateOptions{})
+	book.Spec.Title, book.Spec.Price = "second edition", webappv2.WholePrice(2)
+	updated, err := env.Books.WebappV2().Books(ns).Update(ctx, book, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestConfigMapEditedOrDeletedIsRestored(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	env.StartController(t, framework.ControllerOptions{Namespace: ns})
-	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "b", "title", 7), metav1.CreateOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, "b", "title", 7), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	env.WaitForReady(t, ns, "b", metav1.ConditionTrue, "ConfigMapReady")
@@ -170,7 +171,7 @@ func TestForeignConfigMapIsLeftAloneAndReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.StartController(t, framework.ControllerOptions{Namespace: ns})
-	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "taken", "mine", 3), metav1.CreateOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, "taken", "mine", 3), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -229,7 +230,7 @@ func TestForgedOwnerReferenceIsNotAdopted(t *testing.T) {
 	defer watcher.Stop()
 
 	env.StartController(t, framework.ControllerOptions{Namespace: ns})
-	book, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "forged", "real", 1), metav1.CreateOptions{})
+	book, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, "forged", "real", 1), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,11 +267,11 @@ func TestDeletedBookConfigMapIsGarbageCollected(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	env.StartController(t, framework.ControllerOptions{Namespace: ns})
-	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "gone", "t", 1), metav1.CreateOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, "gone", "t", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	env.WaitForReady(t, ns, "gone", metav1.ConditionTrue, "ConfigMapReady")
-	if err := env.Books.WebappV1().Books(ns).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+	if err := env.Books.WebappV2().Books(ns).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Nothing in this repository deletes ConfigMaps: only the real garbage
@@ -283,16 +284,16 @@ func TestNamespaceModeIgnoresOtherNamespaces(t *testing.T) {
 	ctx := context.Background()
 	watched, other := env.Namespace(t), env.Namespace(t)
 	env.StartController(t, framework.ControllerOptions{Namespace: watched})
-	if _, err := env.Books.WebappV1().Books(other).Create(ctx, framework.NewBook(other, "ignored", "t", 1), metav1.CreateOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(other).Create(ctx, framework.NewBook(other, "ignored", "t", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Books.WebappV1().Books(watched).Create(ctx, framework.NewBook(watched, "seen", "t", 1), metav1.CreateOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(watched).Create(ctx, framework.NewBook(watched, "seen", "t", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The Book in the other namespace was created first; once the watched
 	// one is Ready, the controller has had every chance to touch it.
 	env.WaitForReady(t, watched, "seen", metav1.ConditionTrue, "ConfigMapReady")
-	book, err := env.Books.WebappV1().Books(other).Get(ctx, "ignored", metav1.GetOptions{})
+	book, err := env.Books.WebappV2().Books(other).Get(ctx, "ignored", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

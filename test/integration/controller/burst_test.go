@@ -118,7 +118,7 @@ func burstWrites(t *testing.T, n int, tracked bool) burstCounts {
 // editBook sets the title of the Book ns/name, as a user would.
 func editBook(t *testing.T, ns, name, title string) {
 	t.Helper()
-	books := env.Books.WebappV1().Books(ns)
+	books := env.Books.WebappV2().Books(ns)
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		b, err := books.Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {

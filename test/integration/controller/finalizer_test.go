@@ -32,7 +32,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -65,7 +65,7 @@ func TestRecreatedBookGetsItsConfigMapOnceTheHeldOneGoes(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	env.StartController(t, framework.ControllerOptions{Namespace: ns, ConflictRecheck: time.Hour})
-	books := env.Books.WebappV1().Books(ns)
+	books := env.Books.WebappV2().Books(ns)
 	cms := env.Kube.CoreV1().ConfigMaps(ns)
 
 	if _, err := books.Create(ctx, framework.NewBook(ns, "again", "first", 1), metav1.CreateOptions{}); err != nil {
@@ -116,7 +116,7 @@ func TestBookEditLandsOnceItsHeldConfigMapGoes(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	env.StartController(t, framework.ControllerOptions{Namespace: ns, ConflictRecheck: time.Hour})
-	books := env.Books.WebappV1().Books(ns)
+	books := env.Books.WebappV2().Books(ns)
 	cms := env.Kube.CoreV1().ConfigMaps(ns)
 
 	if _, err := books.Create(ctx, framework.NewBook(ns, "edited", "before", 1), metav1.CreateOptions{}); err != nil {
@@ -131,13 +131,13 @@ func TestBookEditLandsOnceItsHeldConfigMapGoes(t *testing.T) {
 	held := env.WaitForConfigMap(t, ns, "edited", "to be deleted and held by "+heldBy,
 		func(cm *corev1.ConfigMap) bool { return cm.DeletionTimestamp != nil })
 
-	var book *webappv1.Book
+	var book *webappv2.Book
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		b, err := books.Get(ctx, "edited", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		b.Spec.Title, b.Spec.Price = "after", 2
+		b.Spec.Title, b.Spec.Price = "after", webappv2.WholePrice(2)
 		book, err = books.Update(ctx, b, metav1.UpdateOptions{})
 		return err
 	}); err != nil {
@@ -219,7 +219,7 @@ type convergence struct {
 // the API server deletes it, and waits until book's ConfigMap exists with
 // book's spec, controlled by book, and book is Ready for its generation.
 // The test fails if that ConfigMap took longer than freeBound.
-func releaseAndAwait(t *testing.T, held *corev1.ConfigMap, book *webappv1.Book) convergence {
+func releaseAndAwait(t *testing.T, held *corev1.ConfigMap, book *webappv2.Book) convergence {
 	t.Helper()
 	ctx := context.Background()
 	ns, name := held.Namespace, held.Name
@@ -235,7 +235,7 @@ func releaseAndAwait(t *testing.T, held *corev1.ConfigMap, book *webappv1.Book) 
 			logWrites(t, ns, name, deleted)
 		}
 	})
-	want := map[string]string{"title": book.Spec.Title, "price": strconv.Itoa(int(book.Spec.Price))}
+	want := map[string]string{"title": book.Spec.Title, "price": strconv.Itoa(int(book.Spec.Price.WholeUnits()))}
 	var got convergence
 	poll.Eventually(t, fmt.Sprintf("the Book's own ConfigMap (want within %v of the held one's deletion)", freeBound),
 		20*time.Millisecond, 5*freeBound, func(ctx context.Context) error {
@@ -257,7 +257,7 @@ func releaseAndAwait(t *testing.T, held *corev1.ConfigMap, book *webappv1.Book) 
 			got.configMap.Round(time.Millisecond), freeBound)
 	}
 	framework.Eventually(t, "the Book to be Ready", func(ctx context.Context) error {
-		b, err := env.Books.WebappV1().Books(ns).Get(ctx, name, metav1.GetOptions{})
+		b, err := env.Books.WebappV2().Books(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}

@@ -72,7 +72,7 @@ func TestLeaderElectionOnlyLeaderWorksAndStandbyTakesOver(t *testing.T) {
 
 	for i := range 5 {
 		name := fmt.Sprintf("le-%d", i)
-		if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, name, "t", int32(i)), metav1.CreateOptions{}); err != nil {
+		if _, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, name, "t", int32(i)), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		env.WaitForReady(t, ns, name, metav1.ConditionTrue, "ConfigMapReady")
@@ -95,7 +95,7 @@ func TestLeaderElectionOnlyLeaderWorksAndStandbyTakesOver(t *testing.T) {
 	}
 	framework.Eventually(t, "replica-b to take the Lease", env.LeaseHeldBy(leaseNamespace, ns, "replica-b"))
 	t.Logf("replica-b took the Lease %v after replica-a was told to stop", time.Since(stoppedAt).Round(time.Millisecond))
-	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "after", "t", 1), metav1.CreateOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, "after", "t", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	env.WaitForReady(t, ns, "after", metav1.ConditionTrue, "ConfigMapReady")
@@ -159,7 +159,7 @@ func TestLeaseTakenLeaderStopsWritingAndReturns(t *testing.T) {
 		var err error
 		for i := range 300 {
 			name := fmt.Sprintf("book-%04d", i)
-			if _, e := env.Books.WebappV1().Books(ns).Create(context.Background(), framework.NewBook(ns, name, "t", 1), metav1.CreateOptions{}); e != nil && err == nil {
+			if _, e := env.Books.WebappV2().Books(ns).Create(context.Background(), framework.NewBook(ns, name, "t", 1), metav1.CreateOptions{}); e != nil && err == nil {
 				err = e
 			}
 		}

@@ -71,7 +71,7 @@ func TestLiveChangeOvertakesTheBackfill(t *testing.T) {
 			}
 
 			created := time.Now()
-			if _, err := env.Books.WebappV1().Books(ns).Create(context.Background(),
+			if _, err := env.Books.WebappV2().Books(ns).Create(context.Background(),
 				framework.NewBook(ns, "live", "Created during the backfill", 1), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +100,7 @@ func TestLiveChangeOvertakesTheBackfill(t *testing.T) {
 // users would while the controller is down, and returns their names.
 func changeSpecsWhileDown(t *testing.T, ns string) (created, edited string) {
 	t.Helper()
-	books := env.Books.WebappV1().Books(ns)
+	books := env.Books.WebappV2().Books(ns)
 	if _, err := books.Create(context.Background(), framework.NewBook(ns, "created-while-down", "New", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

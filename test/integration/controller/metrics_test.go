@@ -63,7 +63,7 @@ func TestMetricsAndProbes(t *testing.T) {
 	const n = 3
 	for i := range n {
 		name := fmt.Sprintf("m-%d", i)
-		if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, name, "t", 1), metav1.CreateOptions{}); err != nil {
+		if _, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, name, "t", 1), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		env.WaitForReady(t, ns, name, metav1.ConditionTrue, "ConfigMapReady")

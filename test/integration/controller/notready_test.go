@@ -44,7 +44,7 @@ func TestNotReadyFiguresFollowTheBooks(t *testing.T) {
 	}
 	env.StartController(t, framework.ControllerOptions{Namespace: ns, MetricsAddr: metricsAddr,
 		On: controller.Layers{NotReadyGauge: true}})
-	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "taken", "T", 1), metav1.CreateOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, "taken", "T", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	book := env.WaitForReady(t, ns, "taken", metav1.ConditionFalse, controller.ReasonConfigMapConflict)

@@ -51,7 +51,7 @@ func TestRecreatedBookIsReadyWhenTheEarlierConfigMapGoes(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	env.StartController(t, framework.ControllerOptions{Namespace: ns, ConflictRecheck: time.Hour})
-	books := env.Books.WebappV1().Books(ns)
+	books := env.Books.WebappV2().Books(ns)
 
 	first, err := books.Create(ctx, framework.NewBook(ns, "again", "first", 1), metav1.CreateOptions{})
 	if err != nil {

@@ -73,7 +73,7 @@ func TestRestartOverConvergedBooksMakesNoWrites(t *testing.T) {
 	}
 
 	const marker = "marker"
-	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, marker, "after the restart", 1), metav1.CreateOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, marker, "after the restart", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	env.WaitForReady(t, ns, marker, metav1.ConditionTrue, controller.ReasonConfigMapReady)

@@ -66,7 +66,7 @@ func TestSecureMetrics(t *testing.T) {
 	env.StartController(t, framework.ControllerOptions{Namespace: ns, RESTConfig: cfg, MetricsAddr: secureAddr, MetricsSecure: true})
 	env.StartController(t, framework.ControllerOptions{Namespace: plainNS, MetricsAddr: plainAddr})
 	for _, n := range []string{ns, plainNS} {
-		if _, err := env.Books.WebappV1().Books(n).Create(ctx, framework.NewBook(n, "b", "t", 1), metav1.CreateOptions{}); err != nil {
+		if _, err := env.Books.WebappV2().Books(n).Create(ctx, framework.NewBook(n, "b", "t", 1), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		env.WaitForReady(t, n, "b", metav1.ConditionTrue, "ConfigMapReady")

@@ -43,7 +43,7 @@ func TestUIJourney(t *testing.T) {
 	addr := framework.FreeAddr(t)
 	env.StartController(t, framework.ControllerOptions{Namespace: ns, UIAddr: addr})
 	framework.Eventually(t, "the UI to answer", framework.AnswersOK(addr, "/api/snapshot"))
-	if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "j", "t", 1), metav1.CreateOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, "j", "t", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	env.WaitForReady(t, ns, "j", metav1.ConditionTrue, "ConfigMapReady")

@@ -48,7 +48,7 @@ func TestWatchDecodeMatchesGeneratedClient(t *testing.T) {
 	env.StartController(t, framework.ControllerOptions{Namespace: ns})
 	titles := []string{"kubernetes", `"Quoted", back\slash, tab` + "\t", "日本語のタイトル", "</script>\u2028é"}
 	for i, title := range titles {
-		if _, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, fmt.Sprintf("book-%d", i), title, int32(i)), metav1.CreateOptions{}); err != nil {
+		if _, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, fmt.Sprintf("book-%d", i), title, int32(i)), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,7 +68,7 @@ func TestWatchDecodeMatchesGeneratedClient(t *testing.T) {
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}
 	watches := map[string]watch.Interface{}
 	for name, c := range map[string]versioned.Interface{"generated": generated, "watchdecode": ours} {
-		w, err := c.WebappV1().Books(ns).Watch(ctx, stream)
+		w, err := c.WebappV2().Books(ns).Watch(ctx, stream)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -78,15 +78,15 @@ func TestWatchDecodeMatchesGeneratedClient(t *testing.T) {
 	// The initial list and its bookmark, then a delete and an edit, in
 	// that order (the controller's status write for the edit comes after
 	// both, and is not compared).
-	if err := env.Books.WebappV1().Books(ns).Delete(ctx, "book-2", metav1.DeleteOptions{}); err != nil {
+	if err := env.Books.WebappV2().Books(ns).Delete(ctx, "book-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	edited, err := env.Books.WebappV1().Books(ns).Get(ctx, "book-1", metav1.GetOptions{})
+	edited, err := env.Books.WebappV2().Books(ns).Get(ctx, "book-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	edited.Spec.Title = `edited "live"`
-	if _, err := env.Books.WebappV1().Books(ns).Update(ctx, edited, metav1.UpdateOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(ns).Update(ctx, edited, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	want := len(titles) + 3
@@ -120,7 +120,7 @@ func TestWatchDecodeMatchesGeneratedClient(t *testing.T) {
 	old := metav1.ListOptions{ResourceVersion: "1", TimeoutSeconds: ptr.To[int64](5)}
 	var results []string
 	for _, c := range []versioned.Interface{generated, ours} {
-		w, err := c.WebappV1().Books(ns).Watch(ctx, old)
+		w, err := c.WebappV2().Books(ns).Watch(ctx, old)
 		if err != nil {
 			results = append(results, fmt.Sprintf("error %v (expired %v)", err, apierrors.IsResourceExpired(err) || apierrors.IsGone(err)))
 			continue

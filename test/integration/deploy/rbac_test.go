@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	"ydzs.io/book-controller/pkg/manager"
@@ -73,7 +74,7 @@ func TestControllerConvergesAsServiceAccount(t *testing.T) {
 		LeaderElection: le,
 	})
 
-	books := env.Books.WebappV1().Books(ns)
+	books := env.Books.WebappV2().Books(ns)
 	if _, err := books.Create(ctx, framework.NewBook(ns, "book-sample", "kubernetes", 100), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestServiceAccountCannotWriteOutsideItsRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	book, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "b", "title", 1), metav1.CreateOptions{})
+	book, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, "b", "title", 1), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,26 +188,26 @@ func TestServiceAccountCannotWriteOutsideItsRole(t *testing.T) {
 			return err
 		}},
 		{"create a Book", func() error {
-			_, err := bookClient.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, "mine", "t", 1), metav1.CreateOptions{})
+			_, err := bookClient.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, "mine", "t", 1), metav1.CreateOptions{})
 			return err
 		}},
 		{"update a Book's spec", func() error {
 			b := book.DeepCopy()
-			b.Spec.Price = 2
-			_, err := bookClient.WebappV1().Books(ns).Update(ctx, b, metav1.UpdateOptions{})
+			b.Spec.Price = webappv2.WholePrice(2)
+			_, err := bookClient.WebappV2().Books(ns).Update(ctx, b, metav1.UpdateOptions{})
 			return err
 		}},
 		{"patch a Book", func() error {
-			_, err := bookClient.WebappV1().Books(ns).Patch(ctx, book.Name, types.MergePatchType, mergePatch, metav1.PatchOptions{})
+			_, err := bookClient.WebappV2().Books(ns).Patch(ctx, book.Name, types.MergePatchType, mergePatch, metav1.PatchOptions{})
 			return err
 		}},
 		{"patch a Book's status", func() error {
-			_, err := bookClient.WebappV1().Books(ns).Patch(ctx, book.Name, types.MergePatchType,
+			_, err := bookClient.WebappV2().Books(ns).Patch(ctx, book.Name, types.MergePatchType,
 				[]byte(`{"status":{"configMapName":"x"}}`), metav1.PatchOptions{}, "status")
 			return err
 		}},
 		{"delete a Book", func() error {
-			return bookClient.WebappV1().Books(ns).Delete(ctx, book.Name, metav1.DeleteOptions{})
+			return bookClient.WebappV2().Books(ns).Delete(ctx, book.Name, metav1.DeleteOptions{})
 		}},
 		{"create a core/v1 Event", func() error {
 			ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e"}, InvolvedObject: corev1.ObjectReference{Kind: "Book", Name: "b", Namespace: ns}}
@@ -345,10 +346,10 @@ func TestNamespacedOverlayRBAC(t *testing.T) {
 		LeaderElection: leaderElection(t),
 	})
 	name := fmt.Sprintf("book-%d", time.Now().UnixNano())
-	if _, err := env.Books.WebappV1().Books(watch).Create(ctx, framework.NewBook(watch, name, "namespaced", 7), metav1.CreateOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(watch).Create(ctx, framework.NewBook(watch, name, "namespaced", 7), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Books.WebappV1().Books(watch).Delete(ctx, name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() { _ = env.Books.WebappV2().Books(watch).Delete(ctx, name, metav1.DeleteOptions{}) })
 	env.WaitForReady(t, watch, name, metav1.ConditionTrue, controller.ReasonConfigMapReady)
 	env.WaitForEvent(t, watch, name, corev1.EventTypeNormal, controller.EventConfigMapCreated)
 
@@ -360,11 +361,11 @@ func TestNamespacedOverlayRBAC(t *testing.T) {
 		do   func() error
 	}{
 		{"list Books in all namespaces", func() error {
-			_, err := bookClient.WebappV1().Books("").List(ctx, metav1.ListOptions{})
+			_, err := bookClient.WebappV2().Books("").List(ctx, metav1.ListOptions{})
 			return err
 		}},
 		{"list Books in another namespace", func() error {
-			_, err := bookClient.WebappV1().Books(other).List(ctx, metav1.ListOptions{})
+			_, err := bookClient.WebappV2().Books(other).List(ctx, metav1.ListOptions{})
 			return err
 		}},
 		{"create a ConfigMap in another namespace", func() error {

@@ -153,7 +153,7 @@ func runMake(t *testing.T, target, manifests string) {
 func seedBook(t *testing.T, ns, name string) {
 	t.Helper()
 	ctx := context.Background()
-	book, err := env.Books.WebappV1().Books(ns).Create(ctx, framework.NewBook(ns, name, "Dune", 10), metav1.CreateOptions{})
+	book, err := env.Books.WebappV2().Books(ns).Create(ctx, framework.NewBook(ns, name, "Dune", 10), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func assertKept(t *testing.T, ns, name string) {
 	if _, err := env.Extensions.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crdName, metav1.GetOptions{}); err != nil {
 		t.Errorf("the CRD is gone: %v", err)
 	}
-	if _, err := env.Books.WebappV1().Books(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+	if _, err := env.Books.WebappV2().Books(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
 		t.Errorf("the Book %s/%s is gone: %v", ns, name, err)
 	}
 	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {

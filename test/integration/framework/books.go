@@ -27,7 +27,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // CreateWidth is how many Books the tests create at a time: more, on a
@@ -67,8 +67,8 @@ func BookName(prefix string, i int) string { return fmt.Sprintf("%s-%05d", prefi
 
 // NumberedBooks returns n Books for ns, ready to create: the i-th is
 // named BookName(prefix, i), titled "Title of <its name>" and priced i.
-func NumberedBooks(ns, prefix string, n int) []*webappv1.Book {
-	out := make([]*webappv1.Book, n)
+func NumberedBooks(ns, prefix string, n int) []*webappv2.Book {
+	out := make([]*webappv2.Book, n)
 	for i := range out {
 		name := BookName(prefix, i)
 		out[i] = NewBook(ns, name, "Title of "+name, int32(i))
@@ -78,7 +78,7 @@ func NumberedBooks(ns, prefix string, n int) []*webappv1.Book {
 
 // CreateBooks creates NumberedBooks(ns, prefix, n) (CreateAll) and returns
 // them as created.
-func (e *Env) CreateBooks(t testing.TB, ns, prefix string, n int) []*webappv1.Book {
+func (e *Env) CreateBooks(t testing.TB, ns, prefix string, n int) []*webappv2.Book {
 	t.Helper()
 	return e.CreateAll(t, NumberedBooks(ns, prefix, n))
 }
@@ -87,28 +87,39 @@ func (e *Env) CreateBooks(t testing.TB, ns, prefix string, n int) []*webappv1.Bo
 // created, in the same order. A create that a control plane recovering from
 // a fault refuses is retried (RetryTransient); one whose answer was lost
 // finds its Book on the retry, which then counts as created.
-func (e *Env) CreateAll(t testing.TB, books []*webappv1.Book) []*webappv1.Book {
+func (e *Env) CreateAll(t testing.TB, books []*webappv2.Book) []*webappv2.Book {
 	t.Helper()
-	out := make([]*webappv1.Book, len(books))
+	out := make([]*webappv2.Book, len(books))
 	Parallel(t, len(books), CreateWidth, func(ctx context.Context, i int) error {
-		b := books[i]
-		client := e.Books.WebappV1().Books(b.Namespace)
-		retried := false
-		err := RetryTransient(ctx, func() error {
-			created, err := client.Create(ctx, b, metav1.CreateOptions{})
-			if retried && apierrors.IsAlreadyExists(err) {
-				created, err = client.Get(ctx, b.Name, metav1.GetOptions{})
-			}
-			retried = true
-			out[i] = created
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("creating Book %s/%s: %w", b.Namespace, b.Name, err)
-		}
-		return nil
+		client := e.Books.WebappV2().Books(books[i].Namespace)
+		var err error
+		out[i], err = createOnce(ctx, books[i], client.Create, client.Get)
+		return err
 	})
 	return out
+}
+
+// createOnce creates obj, retrying what RetryTransient retries; a create
+// whose answer was lost finds its object on the retry, which then counts
+// as created.
+func createOnce[T metav1.Object](ctx context.Context, obj T,
+	create func(context.Context, T, metav1.CreateOptions) (T, error),
+	get func(context.Context, string, metav1.GetOptions) (T, error)) (T, error) {
+	var created T
+	retried := false
+	err := RetryTransient(ctx, func() error {
+		var err error
+		created, err = create(ctx, obj, metav1.CreateOptions{})
+		if retried && apierrors.IsAlreadyExists(err) {
+			created, err = get(ctx, obj.GetName(), metav1.GetOptions{})
+		}
+		retried = true
+		return err
+	})
+	if err != nil {
+		return created, fmt.Errorf("creating Book %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
+	}
+	return created, nil
 }
 
 // RetryTransient calls fn until it succeeds, returns an error that retrying

@@ -31,19 +31,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
-// The Book CRDs in manifests/: CRDFile, v1 alone, is the one users apply
-// today.
-const (
-	CRDFile = "crd.yaml"
-	// fork:begin v2
-	// CRDV2File serves v1 and v2, stores v2 and converts through the
-	// conversion webhook (docs/api-versions.md).
-	CRDV2File = "crd-v2.yaml"
-	// fork:end v2
-)
+// CRDFile is the Book CRD in manifests/, the one users apply.
+const CRDFile = "crd.yaml"
 
 // LoadCRD reads manifests/crd.yaml, the file users apply.
 func LoadCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
@@ -101,5 +93,5 @@ func ApplyCRD(ctx context.Context, client apiextensionsclient.Interface, crd *ap
 
 // BookResource is the Book resource for dynamic clients.
 func (e *Env) BookResource() schema.GroupVersionResource {
-	return webappv1.SchemeGroupVersion.WithResource("books")
+	return webappv2.SchemeGroupVersion.WithResource("books")
 }

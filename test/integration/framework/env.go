@@ -43,6 +43,9 @@ type Env struct {
 	Kube       kubernetes.Interface
 	Books      versioned.Interface
 	Extensions apiextensionsclient.Interface
+
+	// stopConversion stops the conversion webhook serveConversion started.
+	stopConversion func() // fork:line v2
 }
 
 // RepoRoot is the repository's top directory, so tests work from any package
@@ -95,6 +98,13 @@ type SetupOptions struct {
 	// CRDFile is the CRD in manifests/ that InstallCRD installs: CRDFile
 	// (crd.yaml) when empty.
 	CRDFile string
+	// fork:begin v2
+	// OwnConversion leaves the conversion webhook to the tests: a package
+	// whose controllers serve it (--webhook-loopback) or that starts from a
+	// v1-only CRD. Otherwise, with InstallCRD, the environment serves it
+	// (serveConversion) before Setup returns.
+	OwnConversion bool
+	// fork:end v2
 	// APIServerArgs and EtcdArgs are extra flags for kube-apiserver and etcd
 	// (localcluster.Options.APIServerArgs, EtcdArgs), for a test that needs a
 	// control plane of its own: a small etcd quota, no watch cache.
@@ -153,7 +163,7 @@ func SetupWith(o SetupOptions) (*Env, error) {
 	}
 	env, err := newEnv(cluster)
 	if err == nil && installCRD {
-		err = env.installCRDBeforeGC(ctx, o.CRDFile)
+		err = env.installCRD(ctx, o)
 	}
 	if err != nil {
 		_ = cluster.Stop()
@@ -180,8 +190,34 @@ func newEnv(cluster *localcluster.Cluster) (*Env, error) {
 	return &Env{Cluster: cluster, Kube: kube, Books: books, Extensions: ext}, nil
 }
 
+// installCRD installs the CRD, serves its conversion unless the tests do
+// or it is served already, and then restarts the garbage collector
+// (InstallCRDBeforeGC).
+func (e *Env) installCRD(ctx context.Context, o SetupOptions) error {
+	file := o.CRDFile
+	if file == "" {
+		file = CRDFile
+	}
+	if err := InstallCRDFile(ctx, e.Extensions, file); err != nil {
+		return err
+	}
+	// fork:begin v2
+	if !o.OwnConversion && e.stopConversion == nil {
+		if err := e.serveConversion(ctx); err != nil {
+			return err
+		}
+	}
+	// fork:end v2
+	return e.RestartControllerManager(ctx)
+}
+
 // Teardown stops every process Setup started.
 func (e *Env) Teardown() {
+	// fork:begin v2
+	if e.stopConversion != nil {
+		e.stopConversion()
+	}
+	// fork:end v2
 	if err := e.Cluster.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping the local cluster:", err)
 	}
@@ -226,17 +262,7 @@ func MainWithController(m *testing.M, installCRD bool, env **Env, binary *string
 // started after the CRD, it watches Books from the first moment, so tests of
 // garbage collection don't wait out that period.
 func (e *Env) InstallCRDBeforeGC(ctx context.Context) error {
-	return e.installCRDBeforeGC(ctx, CRDFile)
-}
-
-func (e *Env) installCRDBeforeGC(ctx context.Context, file string) error {
-	if file == "" {
-		file = CRDFile
-	}
-	if err := InstallCRDFile(ctx, e.Extensions, file); err != nil {
-		return err
-	}
-	return e.RestartControllerManager(ctx)
+	return e.installCRD(ctx, SetupOptions{})
 }
 
 // RestartControllerManager stops kube-controller-manager and starts it

@@ -26,7 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/controller"
 )
 
@@ -38,12 +38,12 @@ import (
 // IsReady reports whether the Book is Ready for its current generation:
 // status.observedGeneration is its generation, and its Ready condition is
 // True and was written for that generation.
-func IsReady(b *webappv1.Book) bool { return ReadyAs(b, metav1.ConditionTrue, "") }
+func IsReady(b *webappv2.Book) bool { return ReadyAs(b, metav1.ConditionTrue, "") }
 
 // ReadyAs reports whether the Book's Ready condition has status, and
 // reason unless reason is "", for the Book's current generation, with
 // status.observedGeneration at that generation too.
-func ReadyAs(b *webappv1.Book, status metav1.ConditionStatus, reason string) bool {
+func ReadyAs(b *webappv2.Book, status metav1.ConditionStatus, reason string) bool {
 	c := meta.FindStatusCondition(b.Status.Conditions, controller.ConditionReady)
 	return c != nil && c.Status == status && (reason == "" || c.Reason == reason) &&
 		c.ObservedGeneration == b.Generation && b.Status.ObservedGeneration == b.Generation
@@ -53,7 +53,7 @@ func ReadyAs(b *webappv1.Book, status metav1.ConditionStatus, reason string) boo
 // (IsReady), sorted, and says how many Books there are. A failed List is
 // returned as the error it is, never as "none not Ready".
 func (e *Env) NotReady(ctx context.Context, ns string) (bad []string, total int, err error) {
-	list, err := e.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
+	list, err := e.Books.WebappV2().Books(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, 0, fmt.Errorf("listing the Books in %s: %w", ns, err)
 	}

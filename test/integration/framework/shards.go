@@ -30,7 +30,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/shard"
 )
 
@@ -51,7 +51,7 @@ func (e *Env) NamedNamespaces(t testing.TB, names ...string) {
 
 // BooksByShard is the keys (namespace/name) of the Books in each of n
 // shards, placed by their UIDs as the API server places them.
-func BooksByShard(books []*webappv1.Book, n int) [][]string {
+func BooksByShard(books []*webappv2.Book, n int) [][]string {
 	out := make([][]string, n)
 	for _, b := range books {
 		i := shard.Of(b.UID, n)

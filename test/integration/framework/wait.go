@@ -29,7 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // Timeout bounds every wait on the cluster.
@@ -47,11 +47,11 @@ func Eventually(t testing.TB, what string, check poll.Check) {
 }
 
 // WaitForBook waits until the Book satisfies cond and returns it.
-func (e *Env) WaitForBook(t testing.TB, ns, name, what string, cond func(*webappv1.Book) bool) *webappv1.Book {
+func (e *Env) WaitForBook(t testing.TB, ns, name, what string, cond func(*webappv2.Book) bool) *webappv2.Book {
 	t.Helper()
-	var book *webappv1.Book
+	var book *webappv2.Book
 	Eventually(t, "Book "+ns+"/"+name+" "+what, func(ctx context.Context) error {
-		b, err := e.Books.WebappV1().Books(ns).Get(ctx, name, metav1.GetOptions{})
+		b, err := e.Books.WebappV2().Books(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -63,7 +63,7 @@ func (e *Env) WaitForBook(t testing.TB, ns, name, what string, cond func(*webapp
 
 // DescribeBook is the part of a Book's state that waits report: its
 // generation and its status.
-func DescribeBook(b *webappv1.Book) string {
+func DescribeBook(b *webappv2.Book) string {
 	c := meta.FindStatusCondition(b.Status.Conditions, "Ready")
 	if c == nil {
 		return fmt.Sprintf("generation %d, observedGeneration %d, no Ready condition", b.Generation, b.Status.ObservedGeneration)
@@ -74,9 +74,9 @@ func DescribeBook(b *webappv1.Book) string {
 
 // WaitForReady waits until the Book's Ready condition has the given status
 // and reason for its current generation.
-func (e *Env) WaitForReady(t testing.TB, ns, name string, status metav1.ConditionStatus, reason string) *webappv1.Book {
+func (e *Env) WaitForReady(t testing.TB, ns, name string, status metav1.ConditionStatus, reason string) *webappv2.Book {
 	t.Helper()
-	return e.WaitForBook(t, ns, name, "Ready="+string(status)+" ("+reason+")", func(b *webappv1.Book) bool {
+	return e.WaitForBook(t, ns, name, "Ready="+string(status)+" ("+reason+")", func(b *webappv2.Book) bool {
 		return ReadyAs(b, status, reason)
 	})
 }
@@ -142,9 +142,9 @@ func (e *Env) WaitForEvent(t testing.TB, ns, book, eventType, reason string) {
 }
 
 // NewBook returns a Book with the given spec, ready to create.
-func NewBook(ns, name, title string, price int32) *webappv1.Book {
-	return &webappv1.Book{
+func NewBook(ns, name, title string, price int32) *webappv2.Book {
+	return &webappv2.Book{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       webappv1.BookSpec{Title: title, Price: price},
+		Spec:       webappv2.BookSpec{Title: title, Price: webappv2.WholePrice(price)},
 	}
 }

@@ -22,15 +22,51 @@ import (
 	"slices"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
 	"ydzs.io/book-controller/internal/poll"
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 )
 
 // BookCRD is the name of the Book CustomResourceDefinition.
 const BookCRD = "books.webapp.ydzs.io"
+
+// V1OnlyCRD is the Book CRD as the releases before v2 installed it (v0.9.0,
+// CHANGELOG.md's last v1-only release): manifests/crd.yaml's v1 alone,
+// stored and not deprecated, without conversion. Tests of the storage
+// migration start from it, with Books stored as v1.
+func V1OnlyCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
+	crd, err := LoadCRD()
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Name == "v1" {
+			v.Storage, v.Deprecated, v.DeprecationWarning = true, false, nil
+			crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{v}
+			crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+			return crd, nil
+		}
+	}
+	return nil, fmt.Errorf("manifests/%s has no version v1", CRDFile)
+}
+
+// CreateAllV1 is CreateAll for v1 Books, as the clients of the releases
+// before v2 create them.
+func (e *Env) CreateAllV1(t testing.TB, books []*webappv1.Book) []*webappv1.Book {
+	t.Helper()
+	out := make([]*webappv1.Book, len(books))
+	Parallel(t, len(books), CreateWidth, func(ctx context.Context, i int) error {
+		client := e.Books.WebappV1().Books(books[i].Namespace)
+		var err error
+		out[i], err = createOnce(ctx, books[i], client.Create, client.Get)
+		return err
+	})
+	return out
+}
 
 // SwitchCRD gives the installed Book CRD the spec of manifests/<file>, as
 // `kubectl apply` of another release's CRD does.

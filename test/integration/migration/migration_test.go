@@ -41,6 +41,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"ydzs.io/book-controller/internal/poll"
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/manager"
 	"ydzs.io/book-controller/pkg/migration"
@@ -434,22 +435,31 @@ func freeze(t *testing.T, ns string) {
 	})
 }
 
-// TestControllerMigratesTheBookCRD runs the controller as its
-// ServiceAccount (the roles of manifests/, storage_migration_role.yaml
-// and the webhook's included), with leader election, --storage-migration
-// and its webhook on 127.0.0.1, over Books created under
-// manifests/crd.yaml (v1 stored). Then crd-v2.yaml is applied while it
-// runs, as an upgrade does: the controller must start its conversion
-// webhook on that switch, with no restart, and have storedVersions set to
-// [v2], as Events on the CRD and its metrics say; the Books stay Ready and
-// read as v2.
+// TestControllerMigratesTheBookCRD upgrades as a user does: Books created as
+// v1 under the v1-only CRD of the releases before v2 (framework.V1OnlyCRD),
+// then manifests/crd.yaml applied, then the controller started as its
+// ServiceAccount (the roles of manifests/, storage_migration_role.yaml and
+// the webhook's included), with leader election, --storage-migration and
+// its webhook on 127.0.0.1. It must convert the v1-stored Books for its own
+// v2 informer, make them Ready, and have storedVersions set to [v2], as
+// Events on the CRD and its metrics say.
 func TestControllerMigratesTheBookCRD(t *testing.T) {
-	v1, err := framework.LoadCRD()
+	v1, err := framework.V1OnlyCRD()
 	if err != nil {
 		t.Fatal(err)
 	}
 	installCRD(t, v1)
 	ns := env.Namespace(t)
+	const books = 20
+	v1Books := make([]*webappv1.Book, books)
+	for i := range v1Books {
+		v1Books[i] = &webappv1.Book{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: framework.BookName("book", i)},
+			Spec: webappv1.BookSpec{Title: fmt.Sprintf("Book %d", i), Price: int32(i)}}
+	}
+	env.CreateAllV1(t, v1Books)
+
+	start := time.Now()
+	env.SwitchCRD(t, framework.CRDFile)
 	const controllerNS = "book-controller-system"
 	cfg := env.ControllerServiceAccountConfig(t)
 	env.WaitForAccess(t, cfg,
@@ -460,12 +470,6 @@ func TestControllerMigratesTheBookCRD(t *testing.T) {
 	env.StartController(t, framework.ControllerOptions{StorageMigration: true, MetricsAddr: metrics, ProbeAddr: probe, RESTConfig: cfg,
 		LeaderElection: manager.LeaderElection{Enabled: true, Namespace: controllerNS, ID: "book-controller"},
 		Webhook:        manager.Webhook{Addr: "127.0.0.1:0", Loopback: true, Namespace: controllerNS}})
-	const books = 20
-	env.CreateBooks(t, ns, "book", books)
-	env.WaitForBooksReady(t, ns, books)
-
-	start := time.Now()
-	env.SwitchCRD(t, framework.CRDV2File)
 	framework.Eventually(t, "a v2 read of a v1-stored Book, converted by the controller's webhook", func(ctx context.Context) error {
 		b, err := env.Books.WebappV2().Books(ns).Get(ctx, "book-00000", metav1.GetOptions{})
 		if err == nil && (b.Spec.Price.Currency != "XXX" || b.Spec.Price.Amount == "") {
@@ -473,9 +477,10 @@ func TestControllerMigratesTheBookCRD(t *testing.T) {
 		}
 		return err
 	})
-	t.Logf("the webhook converted %v after the switch", time.Since(start).Round(time.Millisecond))
+	t.Logf("the webhook converted %v after crd.yaml was applied", time.Since(start).Round(time.Millisecond))
+	env.WaitForBooksReady(t, ns, books)
 	waitStored(t, v1.Name, []string{"v2"}, migrationTimeout)
-	t.Logf("storedVersions [v2] %v after the switch", time.Since(start).Round(time.Millisecond))
+	t.Logf("storedVersions [v2] %v after crd.yaml was applied", time.Since(start).Round(time.Millisecond))
 	// A Book v1 cannot express, which the controller reads and writes as v1.
 	priced := &webappv2.Book{ObjectMeta: metav1.ObjectMeta{Name: "priced"},
 		Spec: webappv2.BookSpec{Title: "t", Price: webappv2.Price{Amount: "19.99", Currency: "EUR"}}}

@@ -41,7 +41,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/shard"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -152,29 +152,6 @@ func TestParity(t *testing.T) {
 	compare(t, all)
 }
 
-// fork:begin v2
-// TestParityThroughConversion runs the scenarios again once the Book CRD is
-// manifests/crd-v2.yaml, which stores v2: both controllers still read and
-// write v1, every request converted by this build's webhook (run as
-// --webhook-only), and their final states must still match.
-func TestParityThroughConversion(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := framework.InstallCRD(ctx, env.Extensions); err != nil { // if TestParity did not
-		t.Fatal(err)
-	}
-	env.SwitchCRD(t, framework.CRDV2File)
-	// The garbage collector finds the new version only at its next
-	// discovery: restarted, it watches it from the first moment.
-	if err := env.RestartControllerManager(ctx); err != nil {
-		t.Fatal(err)
-	}
-	env.StartWebhookOnly(t, ours)
-	compare(t, impls())
-}
-
-// fork:end v2
-
 // compare runs the scenarios against every controller concurrently, each
 // in a namespace of its own, and compares the final states.
 func compare(t *testing.T, all []impl) {
@@ -224,7 +201,7 @@ func scenarios(t *testing.T, im impl) map[string]bookState {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	proc := startController(t, im, ns)
-	books := env.Books.WebappV1().Books(ns)
+	books := env.Books.WebappV2().Books(ns)
 	cms := env.Kube.CoreV1().ConfigMaps(ns)
 
 	holds := func(title string, price int32) func(*corev1.ConfigMap) bool {
@@ -249,7 +226,7 @@ func scenarios(t *testing.T, im impl) map[string]bookState {
 		if err != nil {
 			return err
 		}
-		b.Spec.Title, b.Spec.Price = "kubernetes in action", 120
+		b.Spec.Title, b.Spec.Price = "kubernetes in action", webappv2.WholePrice(120)
 		_, err = books.Update(ctx, b, metav1.UpdateOptions{})
 		return err
 	}); err != nil {
@@ -505,7 +482,7 @@ func resourceVersions(t *testing.T, ns string) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	rvs := map[string]string{}
-	books, err := env.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
+	books, err := env.Books.WebappV2().Books(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -600,7 +577,7 @@ var uidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-
 func snapshot(t *testing.T, ns, name string) bookState {
 	t.Helper()
 	ctx := context.Background()
-	book, err := env.Books.WebappV1().Books(ns).Get(ctx, name, metav1.GetOptions{})
+	book, err := env.Books.WebappV2().Books(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -789,7 +766,7 @@ func waitSyncs(t *testing.T, im impl, proc *running) {
 
 // waitForEventAbout waits for an Event of the given type and reason about
 // this Book (its UID: an earlier Book of the same name had Events too).
-func waitForEventAbout(t *testing.T, ns string, book *webappv1.Book, eventType, reason string) {
+func waitForEventAbout(t *testing.T, ns string, book *webappv2.Book, eventType, reason string) {
 	t.Helper()
 	framework.Eventually(t, fmt.Sprintf("%s event %s about Book %s (UID %s)", eventType, reason, book.Name, book.UID), func(ctx context.Context) error {
 		list, err := env.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})

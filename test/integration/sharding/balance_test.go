@@ -33,7 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/shard"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -96,7 +96,7 @@ func checkBalanced(t *testing.T, leaseID string, namespaces []string, perNS int)
 
 // waitAllReady waits until every Book is Ready for its generation, listing
 // each namespace rather than getting each Book: there may be thousands.
-func waitAllReady(t *testing.T, books []*webappv1.Book) {
+func waitAllReady(t *testing.T, books []*webappv2.Book) {
 	t.Helper()
 	want := map[string]int{}
 	for _, b := range books {
@@ -121,7 +121,7 @@ func TestShardCountChange(t *testing.T) {
 	before := startReplicasWith(t, leaseNS, "resize", 2, 2)
 	env.WaitForShardHolders(t, leaseNS, "resize", 2, before...)
 	old := createBooks(t, namespaces, 10, "v1")
-	waitConverged(t, [][]*webappv1.Book{old}, "v1")
+	waitConverged(t, [][]*webappv2.Book{old}, "v1")
 
 	for _, r := range before { // scaled to 0, as docs/sharding.md says to
 		if err := r.Signal(syscall.SIGTERM); err != nil {
@@ -144,9 +144,9 @@ func TestShardCountChange(t *testing.T) {
 	after := startReplicasWith(t, leaseNS, "resize", 3, shards)
 	holders := env.WaitForShardHolders(t, leaseNS, "resize", shards, after...)
 	added := createBooksNamed(t, namespaces, 3, "added", "v3")
-	waitConverged(t, [][]*webappv1.Book{old[:15]}, "v2")
-	waitConverged(t, [][]*webappv1.Book{old[15:]}, "v1")
-	waitConverged(t, [][]*webappv1.Book{added}, "v3")
+	waitConverged(t, [][]*webappv2.Book{old[:15]}, "v2")
+	waitConverged(t, [][]*webappv2.Book{old[15:]}, "v1")
+	waitConverged(t, [][]*webappv2.Book{added}, "v3")
 	for _, b := range slices.Concat(old, added) {
 		want := shard.BucketName(shard.BucketOf(b.UID))
 		env.WaitForConfigMap(t, b.Namespace, b.Name, "with bucket label "+want, func(cm *corev1.ConfigMap) bool {

@@ -30,7 +30,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/shard"
 	"ydzs.io/book-controller/test/integration/framework"
 )
@@ -53,7 +53,7 @@ func TestShardCountRollingChange(t *testing.T) {
 	old := startReplicasWith(t, leaseNS, "roll", 2, 2)
 	oldHolders := env.WaitForShardHolders(t, leaseNS, "roll", 2, old...)
 	books := createBooks(t, namespaces, 10, "v1")
-	waitConverged(t, [][]*webappv1.Book{books}, "v1")
+	waitConverged(t, [][]*webappv2.Book{books}, "v1")
 
 	started := time.Now()
 	fresh := startReplicasWith(t, leaseNS, "roll", 3, shards)
@@ -71,14 +71,14 @@ func TestShardCountRollingChange(t *testing.T) {
 		framework.Eventually(t, r.Name+" to be ready while it waits", framework.AnswersOK(r.ProbeAddr, "/readyz"))
 	}
 	updateBooks(t, books, "v2") // served by the old replicas alone
-	waitConverged(t, [][]*webappv1.Book{books}, "v2")
+	waitConverged(t, [][]*webappv2.Book{books}, "v2")
 
 	// The first old replica stops: its shard is free, and only the other
 	// old replica, a lease duration later, may take it.
 	stopReplica(t, oldHolders[0])
 	env.WaitForShardHolders(t, leaseNS, "roll", 2, oldHolders[1])
 	updateBooks(t, books, "v3")
-	waitConverged(t, [][]*webappv1.Book{books}, "v3")
+	waitConverged(t, [][]*webappv2.Book{books}, "v3")
 
 	stopReplica(t, oldHolders[1])
 	lastOld := time.Now()
@@ -89,7 +89,7 @@ func TestShardCountRollingChange(t *testing.T) {
 	added := createBooksNamed(t, namespaces, 2, "added", "v4")
 	updateBooks(t, books, "v4")
 	all := slices.Concat(books, added)
-	waitConverged(t, [][]*webappv1.Book{all}, "v4")
+	waitConverged(t, [][]*webappv2.Book{all}, "v4")
 	for i, r := range holders {
 		waitCachesHoldShard(t, r, i)
 		families := framework.Scrape(t, r.MetricsAddr)
@@ -149,7 +149,7 @@ func checkCountLabels(t *testing.T, leaseNS, leaseID string) {
 // old count was received before every one by a replica of the new count,
 // and no new replica was named the holder of a shard Lease before the last
 // write of an old one: the two counts never served Books at once.
-func checkGenerations(t *testing.T, events []auditv1.Event, leaseNS, leaseID string, books []*webappv1.Book, old, fresh []*framework.Replica) {
+func checkGenerations(t *testing.T, events []auditv1.Event, leaseNS, leaseID string, books []*webappv2.Book, old, fresh []*framework.Replica) {
 	t.Helper()
 	var keys []string
 	for _, b := range books {

@@ -34,7 +34,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"ydzs.io/book-controller/internal/poll"
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/controller"
 	"ydzs.io/book-controller/pkg/localcluster"
 	"ydzs.io/book-controller/pkg/manager"
@@ -87,10 +87,10 @@ func TestShardsSpreadAndEachBookHasOneWriter(t *testing.T) {
 // relabelAndWaitForRepair strips the bucket label from a ConfigMap of
 // shard 0 and labels one of shard 1 with a bucket of shard 2, then waits
 // until both carry their Book's bucket again.
-func relabelAndWaitForRepair(t *testing.T, books [][]*webappv1.Book) {
+func relabelAndWaitForRepair(t *testing.T, books [][]*webappv2.Book) {
 	t.Helper()
 	stripped, moved := books[0][0], books[1][0]
-	patch := func(b *webappv1.Book, value string) {
+	patch := func(b *webappv2.Book, value string) {
 		body := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, shard.BucketLabel, value)
 		if _, err := env.Kube.CoreV1().ConfigMaps(b.Namespace).Patch(context.Background(), b.Name,
 			types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
@@ -99,7 +99,7 @@ func relabelAndWaitForRepair(t *testing.T, books [][]*webappv1.Book) {
 	}
 	patch(stripped, "null")
 	patch(moved, fmt.Sprintf("%q", shard.BucketName(shard.Equal(shards)[2].First)))
-	for _, b := range []*webappv1.Book{stripped, moved} {
+	for _, b := range []*webappv2.Book{stripped, moved} {
 		want := shard.BucketName(shard.BucketOf(b.UID))
 		env.WaitForConfigMap(t, b.Namespace, b.Name, "with bucket label "+want, func(cm *corev1.ConfigMap) bool {
 			return cm.Labels[shard.BucketLabel] == want
@@ -186,7 +186,7 @@ func TestShardsMoveOnScaleDownAndBack(t *testing.T) {
 
 // checkCreatedOnce: the audit log shows one successful create of each
 // Book's ConfigMap.
-func checkCreatedOnce(t *testing.T, events []auditv1.Event, books []*webappv1.Book) {
+func checkCreatedOnce(t *testing.T, events []auditv1.Event, books []*webappv2.Book) {
 	t.Helper()
 	var keys []string
 	for _, b := range books {
@@ -227,16 +227,16 @@ func without(rs []*framework.Replica, gone *framework.Replica) []*framework.Repl
 
 // createBooks creates perNS Books with the title in every namespace and
 // returns them.
-func createBooks(t *testing.T, namespaces []string, perNS int, title string) []*webappv1.Book {
+func createBooks(t *testing.T, namespaces []string, perNS int, title string) []*webappv2.Book {
 	t.Helper()
 	return createBooksNamed(t, namespaces, perNS, "b", title)
 }
 
 // createBooksNamed is createBooks with the Books named after prefix
 // (framework.BookName).
-func createBooksNamed(t *testing.T, namespaces []string, perNS int, prefix, title string) []*webappv1.Book {
+func createBooksNamed(t *testing.T, namespaces []string, perNS int, prefix, title string) []*webappv2.Book {
 	t.Helper()
-	var books []*webappv1.Book
+	var books []*webappv2.Book
 	for _, ns := range namespaces {
 		for _, b := range framework.NumberedBooks(ns, prefix, perNS) {
 			b.Spec.Title = title
@@ -247,8 +247,8 @@ func createBooksNamed(t *testing.T, namespaces []string, perNS int, prefix, titl
 }
 
 // booksByShard groups Books by the shard, of shards, their UIDs put them in.
-func booksByShard(books []*webappv1.Book) [][]*webappv1.Book {
-	out := make([][]*webappv1.Book, shards)
+func booksByShard(books []*webappv2.Book) [][]*webappv2.Book {
+	out := make([][]*webappv2.Book, shards)
 	for _, b := range books {
 		i := shard.Of(b.UID, shards)
 		out[i] = append(out[i], b)
@@ -264,7 +264,7 @@ func waitCachesHoldShard(t *testing.T, r *framework.Replica, i int) (books, conf
 	t.Helper()
 	s := shard.Equal(shards)[i]
 	framework.Eventually(t, fmt.Sprintf("%s to cache the Books and ConfigMaps of shard %d alone", r.Name, i), func(ctx context.Context) error {
-		bookList, err := env.Books.WebappV1().Books(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		bookList, err := env.Books.WebappV2().Books(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
@@ -292,11 +292,11 @@ func waitCachesHoldShard(t *testing.T, r *framework.Replica, i int) (books, conf
 }
 
 // updateBooks sets the title of every Book given.
-func updateBooks(t *testing.T, books []*webappv1.Book, title string) {
+func updateBooks(t *testing.T, books []*webappv2.Book, title string) {
 	t.Helper()
 	for _, b := range books {
 		patch := fmt.Sprintf(`{"spec":{"title":%q}}`, title)
-		if _, err := env.Books.WebappV1().Books(b.Namespace).Patch(context.Background(), b.Name, "application/merge-patch+json",
+		if _, err := env.Books.WebappV2().Books(b.Namespace).Patch(context.Background(), b.Name, "application/merge-patch+json",
 			[]byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatalf("updating %s/%s: %v", b.Namespace, b.Name, err)
 		}
@@ -306,7 +306,7 @@ func updateBooks(t *testing.T, books []*webappv1.Book, title string) {
 // waitConverged waits until every Book of the given shards (all if none
 // given) has a ConfigMap with the title and a Ready status for its
 // generation.
-func waitConverged(t *testing.T, books [][]*webappv1.Book, title string, onlyShards ...int) {
+func waitConverged(t *testing.T, books [][]*webappv2.Book, title string, onlyShards ...int) {
 	t.Helper()
 	for i, shardBooks := range books {
 		if len(onlyShards) > 0 && !contains(onlyShards, i) {
@@ -382,7 +382,7 @@ func TestShardsInProcess(t *testing.T) {
 		return poll.Done(slices.Contains(h, "inproc-a") && slices.Contains(h, "inproc-b"), "shard holders %q", h)
 	})
 	all := createBooks(t, []string{ns}, 10, "v1")
-	books := [][]*webappv1.Book{all}
+	books := [][]*webappv2.Book{all}
 	waitConverged(t, books, "v1")
 
 	if err := a.Stop(); err != nil {

@@ -20,6 +20,7 @@ package upgrade_test
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"syscall"
@@ -48,12 +49,15 @@ const migrationTimeout = 8 * time.Minute
 // CRD first, then a rolling update of the controller. While the release's
 // controller still leads and this build's stands by (the update's
 // overlap), Books change through both versions; then the release's stops.
-// This build's takes the Lease, migrates the stored Books to v2, and
-// rewrites no ConfigMap: each whose data an edit changed was written
-// once, by whichever controller led, and the others not at all.
+// This build's takes the Lease and migrates the stored Books to v2. No
+// ConfigMap is written back and forth: the release wrote each edit's v1
+// keys once; this build then wrote, once, the ConfigMaps of the Books
+// edited through v2, adding the keys only it writes (amount, currency,
+// authors: docs/behaviour.md), and no other ConfigMap, since a price v1
+// can say gets the same data from both.
 func (r *release) upgrade(t *testing.T) {
 	writes := watchWrites(t, r.ns)
-	env.SwitchCRD(t, framework.CRDV2File)
+	env.SwitchCRD(t, framework.CRDFile)
 	framework.Eventually(t, "storedVersions [v1 v2]", env.StoredVersionsAre(framework.BookCRD, "v1", "v2"))
 	newer := env.StartReplica(t, binary, "this-build", framework.ReplicaOptions{Namespace: r.ns, LeaseID: leaseID,
 		Args: []string{"--webhook-loopback", "--webhook-bind-address", framework.FreeAddr(t)}})
@@ -73,9 +77,25 @@ func (r *release) upgrade(t *testing.T) {
 	t.Logf("storedVersions [v2] %v after %s stopped", time.Since(stopped).Round(time.Millisecond), lastV1Release)
 	logMigrations(t, stopped)
 	waitConverged(t, fmt.Sprintf("%d Books in %s Ready", upgradeBooks, r.ns), env.BooksReady(r.ns, upgradeBooks))
-	r.expectConfigMaps(t, want)
-	writes.expect(t, r.configMaps, want)
+	wantNewer := r.withV2Keys(want)
+	waitConverged(t, "the v2 keys of the Books edited through v2, written by this build", configMapsHold(r.ns, wantNewer))
+	r.expectConfigMaps(t, wantNewer)
+	writes.expect(t, r.configMaps, want, wantNewer)
 	r.newer = newer
+}
+
+// withV2Keys is want with the keys this build adds to the ConfigMap of each
+// Book edited through v2 (editV2Price): the amount, the currency and the
+// author.
+func (r *release) withV2Keys(want map[string]map[string]string) map[string]map[string]string {
+	out := maps.Clone(want)
+	for name, price := range r.v2Prices {
+		data := withValue(out[name], controller.AmountKey, price.Amount)
+		data[controller.CurrencyKey] = price.Currency
+		data[controller.AuthorsKey] = `["` + v2Author + `"]`
+		out[name] = data
+	}
+	return out
 }
 
 // editThroughBothVersions changes Books while two controllers run: every

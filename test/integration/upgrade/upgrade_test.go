@@ -107,7 +107,7 @@ func installRelease(t *testing.T) *release {
 	for _, b := range books {
 		r.names = append(r.names, b.Name)
 	}
-	env.CreateAll(t, books)
+	env.CreateAllV1(t, books)
 	waitConverged(t, fmt.Sprintf("%d Books in %s Ready", upgradeBooks, r.ns), env.BooksReady(r.ns, upgradeBooks))
 	t.Logf("%s: %d Books from its v1 examples Ready %v after the first create", lastV1Release, upgradeBooks, time.Since(start).Round(time.Millisecond))
 	r.configMaps = configMapData(t, r.ns)

@@ -149,28 +149,32 @@ func (w *writeCounter) sync(t *testing.T) {
 	})
 }
 
-// expect fails the test unless each ConfigMap of before was written once
-// if its data went from before to want, and not at all otherwise.
-func (w *writeCounter) expect(t *testing.T, before, want map[string]map[string]string) {
+// expect fails the test unless each ConfigMap of stages[0], the data
+// before, was written once for each stage after it in which its data
+// changed (from the stage before), and at no other time: a stage is what
+// one controller, in turn, should have written.
+func (w *writeCounter) expect(t *testing.T, stages ...map[string]map[string]string) {
 	t.Helper()
 	w.sync(t)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var wrong []string
-	changed, total := 0, 0
-	for name, data := range before {
+	changes, total := 0, 0
+	for name := range stages[0] {
 		n := 0
-		if !maps.Equal(data, want[name]) {
-			n = 1
-			changed++
+		for i := 1; i < len(stages); i++ {
+			if !maps.Equal(stages[i-1][name], stages[i][name]) {
+				n++
+			}
 		}
+		changes += n
 		total += w.writes[name]
 		if w.writes[name] != n {
 			wrong = append(wrong, fmt.Sprintf("%s: %d writes, want %d", name, w.writes[name], n))
 		}
 	}
 	slices.Sort(wrong)
-	t.Logf("ConfigMap writes: %d for %d changed ConfigMaps of %d", total, changed, len(before))
+	t.Logf("ConfigMap writes: %d for %d changes of data in %d ConfigMaps", total, changes, len(stages[0]))
 	if len(wrong) > 0 {
 		t.Errorf("%d ConfigMaps written other than once per change of their data: %v", len(wrong), wrong[:min(len(wrong), 10)])
 	}

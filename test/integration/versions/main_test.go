@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package versions_test runs the two-version Book CRD, manifests/crd-v2.yaml,
+// Package versions_test runs the two-version Book CRD, manifests/crd.yaml,
 // on a real kube-apiserver and etcd: the validation of both versions with
 // every invalid example, v2 as the stored version, each version's printer
 // columns, v1's deprecation warning, and conversion through the webhook
@@ -33,7 +33,7 @@ import (
 var env *framework.Env
 
 func TestMain(m *testing.M) {
-	e, err := framework.SetupWith(framework.SetupOptions{InstallCRD: true, CRDFile: framework.CRDV2File})
+	e, err := framework.SetupWith(framework.SetupOptions{InstallCRD: true, OwnConversion: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration setup:", err)
 		os.Exit(1)
