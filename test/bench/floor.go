@@ -85,7 +85,7 @@ func (e *env) floor(ctx context.Context, ns string) (*Floor, error) {
 	var g errgroup.Group
 	g.Go(func() error {
 		var err error
-		f.BooksSeconds, err = streamList(ctx, client.CoreV1().RESTClient().Get().AbsPath("/apis/webapp.ydzs.io/v1/namespaces", ns, "books").
+		f.BooksSeconds, err = streamList(ctx, client.CoreV1().RESTClient().Get().AbsPath("/apis/webapp.ydzs.io/v2/namespaces", ns, "books").
 			SetHeader("Accept", "application/json"))
 		return err
 	})

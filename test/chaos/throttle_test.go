@@ -263,7 +263,7 @@ func waitClassified(t *testing.T, cfg *rest.Config, ns string, uid types.UID) {
 		t.Fatal(err)
 	}
 	defer client.CloseIdleConnections()
-	url := fmt.Sprintf("%s/apis/webapp.ydzs.io/v1/namespaces/%s/books?limit=1", cfg.Host, ns)
+	url := fmt.Sprintf("%s/apis/webapp.ydzs.io/v2/namespaces/%s/books?limit=1", cfg.Host, ns)
 	poll.Eventually(t, "the controller's requests to be classified by FlowSchema "+string(uid), pollInterval, time.Minute, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {

@@ -56,7 +56,7 @@ func TestCreateMakesOwnedConfigMapAndReadyStatus(t *testing.T) {
 		t.Errorf("ConfigMap labels = %v", cm.Labels)
 	}
 	ref := metav1.GetControllerOf(cm)
-	if ref == nil || ref.UID != book.UID || ref.Kind != "Book" || ref.APIVersion != "webapp.ydzs.io/v1" ||
+	if ref == nil || ref.UID != book.UID || ref.Kind != "Book" || ref.APIVersion != "webapp.ydzs.io/v2" ||
 		ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
 		t.Errorf("ConfigMap controller reference = %+v, want a blocking controller reference to Book UID %s", ref, book.UID)
 	}

@@ -87,7 +87,7 @@ func TestRestartOverConvergedBooksMakesNoWrites(t *testing.T) {
 	want := []string{
 		http.MethodPost + " /api/v1/namespaces/" + ns + "/configmaps",
 		http.MethodPost + " /apis/events.k8s.io/v1/namespaces/" + ns + "/events",
-		http.MethodPut + " /apis/webapp.ydzs.io/v1/namespaces/" + ns + "/books/" + marker + "/status",
+		http.MethodPut + " /apis/webapp.ydzs.io/v2/namespaces/" + ns + "/books/" + marker + "/status",
 	}
 	if framework.LayersOff().OwnWrites {
 		// sample-controller's loop: the marker's own echo may bring it back

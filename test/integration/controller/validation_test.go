@@ -50,9 +50,9 @@ func TestUnknownSpecFieldIsPrunedWithoutStrictValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "webapp.ydzs.io/v1", "kind": "Book",
+		"apiVersion": "webapp.ydzs.io/v2", "kind": "Book",
 		"metadata": map[string]any{"name": "pruned", "namespace": ns},
-		"spec":     map[string]any{"title": "t", "price": int64(1), "color": "red"},
+		"spec":     map[string]any{"title": "t", "price": map[string]any{"amount": "1", "currency": "XXX"}, "color": "red"},
 	}}
 	gvr := env.BookResource()
 	created, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{FieldValidation: "Ignore"})

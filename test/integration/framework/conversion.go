@@ -17,16 +17,26 @@ limitations under the License.
 package framework
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"ydzs.io/book-controller/internal/poll"
 	"ydzs.io/book-controller/pkg/webhook"
@@ -36,42 +46,125 @@ import (
 // environment serves (serveConversion).
 const ConversionNamespace = "book-test-conversion"
 
-// serveConversion runs the Book CRD's conversion webhook in the test
-// process, on a loopback port, and points the installed CRD at it with its
-// CA, as a controller's --webhook-loopback does for `make run`. The API
-// server then reads and writes v1 Books of a v2-stored CRD, the tests' and
-// its own v1 watch cache's, whichever controller runs or none: the
-// controllers the tests start serve no webhook of their own, since the CRD
-// names none of theirs (manager.Webhook's converts). It serves until
-// Teardown.
+// conversionEnv, set to a kubeconfig's path, makes a test binary the
+// conversion webhook of that cluster instead of running tests (init).
+const conversionEnv = "BOOK_TEST_CONVERSION_WEBHOOK"
+
+// The test binary that serveConversion starts serves the webhook, before
+// any TestMain runs, until it is stopped or its parent exits.
+func init() {
+	kubeconfig := os.Getenv(conversionEnv)
+	if kubeconfig == "" {
+		return
+	}
+	if err := serveConversionUntilStopped(kubeconfig); err != nil {
+		fmt.Fprintln(os.Stderr, "conversion webhook:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// serveConversion runs the Book CRD's conversion webhook on a loopback
+// port and points the installed CRD at it with its CA, as a controller's
+// --webhook-loopback does for `make run`. The API server then reads and
+// writes v1 Books of the v2-stored CRD, the tests' and its own v1 watch
+// cache's, whichever controller runs, or none: the controllers the tests
+// start serve no webhook, since the CRD names none of theirs
+// (manager.Webhook's converts). It is a process of its own (this test
+// binary, see init), so that its goroutines and connections are no test's
+// leak, and it serves until Teardown.
 func (e *Env) serveConversion(ctx context.Context) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ConversionNamespace}}
 	if _, err := e.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the namespace %s: %w", ConversionNamespace, err)
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("the conversion webhook: %w", err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), conversionEnv+"="+e.Cluster.KubeconfigPath())
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	// The child stops when this pipe closes: at Teardown, or when this
+	// process dies without one.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the conversion webhook: %w", err)
+	}
+	e.stopConversion = func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	}
+	if err := poll.Until(ctx, "a v1 list of Books through the conversion webhook", PollInterval, time.Minute, e.V1ListWorks("")); err != nil {
+		return fmt.Errorf("%w; the webhook's output:\n%s", err, out.String())
+	}
+	return nil
+}
+
+// serveConversionUntilStopped is the webhook process: its certificates in a
+// Secret of ConversionNamespace, its CA and URL in the CRD, kept there
+// while it serves.
+func serveConversionUntilStopped(kubeconfig string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	crds, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
 	var certs atomic.Pointer[webhook.Certs]
 	srv, err := webhook.Listen("127.0.0.1:0", webhook.NewHandler(nil, 0).Mux(), func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
 		return certs.Load().GetCertificate(h)
 	}, webhook.DefaultTimeouts)
 	if err != nil {
-		return fmt.Errorf("the conversion webhook: %w", err)
+		return err
 	}
 	_, port, _ := net.SplitHostPort(srv.Addr().String())
-	c, err := webhook.NewCerts(webhook.CertConfig{Kube: e.Kube, CRDs: e.Extensions, Namespace: ConversionNamespace,
+	c, err := webhook.NewCerts(webhook.CertConfig{Kube: kube, CRDs: crds, Namespace: ConversionNamespace,
 		LoopbackURL: "https://" + net.JoinHostPort("127.0.0.1", port) + webhook.Path})
 	if err != nil {
-		_ = srv.Close()
 		return err
 	}
 	certs.Store(c)
-	// The webhook lasts as long as the environment, not as Setup's ctx.
-	serveCtx, stop := context.WithCancel(context.Background())
-	if err := c.Start(serveCtx); err != nil {
-		stop()
-		_ = srv.Close()
-		return fmt.Errorf("the conversion webhook's certificates: %w", err)
+	if err := c.Start(ctx); err != nil {
+		return fmt.Errorf("certificates: %w", err)
 	}
-	srv.Serve(serveCtx)
-	e.stopConversion = func() { stop(); srv.Stop() }
-	return poll.Until(ctx, "a v1 list of Books through the conversion webhook", PollInterval, time.Minute, e.V1ListWorks(""))
+	srv.Serve(ctx)
+	<-ctx.Done()
+	srv.Stop()
+	return nil
+}
+
+// lockedBuffer is a bytes.Buffer that a child process's output and a
+// reader may use at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
