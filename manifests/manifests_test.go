@@ -55,14 +55,11 @@ import (
 )
 
 const (
-	// crdFile is v1 alone: what is installed until the conversion webhook
-	// exists.
+	// crdFile is the Book CRD.
 	crdFile    = "crd.yaml"
 	validDir   = "examples"
 	invalidDir = "examples/invalid"
 	// fork:begin v2
-	// crdV2File has v1 and v2, v2 stored, converted by the webhook.
-	crdV2File    = "crd-v2.yaml"
 	validV2Dir   = "examples/v2"
 	invalidV2Dir = "examples/v2/invalid"
 	// fork:end v2
@@ -78,12 +75,7 @@ const (
 )
 
 // crdFiles are the CRDs update-codegen.sh writes.
-var crdFiles = []string{
-	crdFile,
-	// fork:begin v2
-	crdV2File,
-	// fork:end v2
-}
+var crdFiles = []string{crdFile}
 
 // readSingleDoc returns the one YAML document in path. Documents that hold
 // nothing but comments (such as the header before crd.yaml's "---") are
@@ -207,12 +199,12 @@ func TestCRDNames(t *testing.T) {
 
 func testCRDNames(t *testing.T, crdFile string) {
 	crd, _ := loadCRD(t, crdFile)
-	wantName := "books." + webappv1.GroupName
+	wantName := "books." + webappv2.GroupName
 	if crd.Name != wantName {
 		t.Errorf("%s: metadata.name = %q, want %q", crdFile, crd.Name, wantName)
 	}
-	if crd.Spec.Group != webappv1.GroupName {
-		t.Errorf("%s: spec.group = %q, want %q", crdFile, crd.Spec.Group, webappv1.GroupName)
+	if crd.Spec.Group != webappv2.GroupName {
+		t.Errorf("%s: spec.group = %q, want %q", crdFile, crd.Spec.Group, webappv2.GroupName)
 	}
 	n := crd.Spec.Names
 	for _, c := range []struct{ field, got, want string }{
@@ -233,36 +225,45 @@ func testCRDNames(t *testing.T, crdFile string) {
 	}
 }
 
-// TestCRDVersions: crd.yaml has v1 alone, stored, not deprecated and
-// without conversion.
+// TestCRDVersions: crd.yaml stores the version the controller uses, and
+// serves it, not deprecated, with its printer columns. Any other version
+// is served, deprecated (versions_test.go checks v1 and the conversion);
+// with one version there is nothing to convert.
 func TestCRDVersions(t *testing.T) {
 	crd, _ := loadCRD(t, crdFile)
-	if len(crd.Spec.Versions) != 1 {
-		t.Fatalf("%s: want exactly one version (%s), got %d", crdFile, webappv1.SchemeGroupVersion.Version, len(crd.Spec.Versions))
+	ours := webappv2.SchemeGroupVersion.Version
+	var stored []string
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			stored = append(stored, v.Name)
+		}
+		switch {
+		case v.Name == ours && (!v.Served || v.Deprecated):
+			t.Errorf("%s: version %s served=%v deprecated=%v, want served, not deprecated: the controller uses it", crdFile, v.Name, v.Served, v.Deprecated)
+		case v.Name == ours:
+			checkVersion(t, crdFile, v, v2Columns)
+		case !v.Deprecated:
+			t.Errorf("%s: version %s is not deprecated; %s is the one to use", crdFile, v.Name, ours)
+		}
 	}
-	v := crd.Spec.Versions[0]
-	if v.Name != webappv1.SchemeGroupVersion.Version || !v.Served || !v.Storage {
-		t.Errorf("%s: version %q served=%v storage=%v, want %q served and stored",
-			crdFile, v.Name, v.Served, v.Storage, webappv1.SchemeGroupVersion.Version)
+	if !slices.Equal(stored, []string{ours}) {
+		t.Errorf("%s: stored versions %q, want [%s], the controller's", crdFile, stored, ours)
 	}
-	if v.Deprecated || v.DeprecationWarning != nil {
-		t.Errorf("%s: v1 is deprecated here, where it is the only version", crdFile)
+	if c := crd.Spec.Conversion; len(crd.Spec.Versions) == 1 && c != nil && c.Strategy != apiextensionsv1.NoneConverter {
+		t.Errorf("%s: conversion strategy %s; with one version there is nothing to convert", crdFile, c.Strategy)
 	}
-	if c := crd.Spec.Conversion; c != nil && c.Strategy != apiextensionsv1.NoneConverter {
-		t.Errorf("%s: conversion strategy %s; with v1 alone there is nothing to convert", crdFile, c.Strategy)
-	}
-	checkVersion(t, crdFile, v, v1Columns)
 }
 
 // The printer columns of each version, as `kubectl get books` shows them.
 var (
+	// fork:begin v2
 	v1Columns = []column{
 		{"Title", "string", ".spec.title"},
 		{"Price", "integer", ".spec.price"},
 		{"Ready", "string", `.status.conditions[?(@.type=="Ready")].status`},
 		{"Age", "date", ".metadata.creationTimestamp"},
 	}
-	// fork:begin v2
+	// fork:end v2
 	v2Columns = []column{
 		{"Title", "string", ".spec.title"},
 		{"Price", "string", ".spec.price.amount"},
@@ -270,7 +271,6 @@ var (
 		{"Ready", "string", `.status.conditions[?(@.type=="Ready")].status`},
 		{"Age", "date", ".metadata.creationTimestamp"},
 	}
-	// fork:end v2
 )
 
 type column struct{ Name, Type, JSONPath string }
@@ -577,8 +577,7 @@ func TestExamples(t *testing.T) {
 	}{
 		{crdFile, validDir, invalidDir, sampleFile, minInvalid},
 		// fork:begin v2
-		{crdV2File, validDir, invalidDir, sampleFile, minInvalid},
-		{crdV2File, validV2Dir, invalidV2Dir, "", minInvalidV2},
+		{crdFile, validV2Dir, invalidV2Dir, "", minInvalidV2},
 		// fork:end v2
 	} {
 		t.Run(c.crdFile+"/"+c.validDir, func(t *testing.T) {

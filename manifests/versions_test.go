@@ -20,6 +20,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"os"
+	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -31,6 +34,7 @@ import (
 	runtimeserializer "k8s.io/apimachinery/pkg/runtime/serializer"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	webappfuzzer "ydzs.io/book-controller/pkg/apis/webapp/fuzzer"
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
@@ -44,24 +48,24 @@ const v1DeprecationWarning = "webapp.ydzs.io/v1 Book is deprecated; use webapp.y
 // and v2 (stored), each with its printer columns, and converts through the
 // book-controller-webhook Service.
 func TestCRDV2Versions(t *testing.T) {
-	crd, _ := loadCRD(t, crdV2File)
+	crd, _ := loadCRD(t, crdFile)
 	var names []string
 	for _, v := range crd.Spec.Versions {
 		names = append(names, v.Name)
 	}
 	if !slices.Equal(names, []string{"v1", "v2"}) {
-		t.Fatalf("%s: versions %q, want [v1 v2]", crdV2File, names)
+		t.Fatalf("%s: versions %q, want [v1 v2]", crdFile, names)
 	}
 	v1, v2 := crd.Spec.Versions[0], crd.Spec.Versions[1]
 	if !v1.Served || v1.Storage || !v1.Deprecated || ptr.Deref(v1.DeprecationWarning, "") != v1DeprecationWarning {
 		t.Errorf("%s: v1 served=%v storage=%v deprecated=%v warning=%q, want served, not stored, deprecated with %q",
-			crdV2File, v1.Served, v1.Storage, v1.Deprecated, ptr.Deref(v1.DeprecationWarning, ""), v1DeprecationWarning)
+			crdFile, v1.Served, v1.Storage, v1.Deprecated, ptr.Deref(v1.DeprecationWarning, ""), v1DeprecationWarning)
 	}
 	if !v2.Served || !v2.Storage || v2.Deprecated {
-		t.Errorf("%s: v2 served=%v storage=%v deprecated=%v, want served, stored, not deprecated", crdV2File, v2.Served, v2.Storage, v2.Deprecated)
+		t.Errorf("%s: v2 served=%v storage=%v deprecated=%v, want served, stored, not deprecated", crdFile, v2.Served, v2.Storage, v2.Deprecated)
 	}
-	checkVersion(t, crdV2File, v1, v1Columns)
-	checkVersion(t, crdV2File, v2, v2Columns)
+	checkVersion(t, crdFile, v1, v1Columns)
+	checkVersion(t, crdFile, v2, v2Columns)
 
 	want := &apiextensionsv1.CustomResourceConversion{
 		Strategy: apiextensionsv1.WebhookConverter,
@@ -72,16 +76,33 @@ func TestCRDV2Versions(t *testing.T) {
 		},
 	}
 	if got := crd.Spec.Conversion; got == nil || !equalJSON(t, got, want) {
-		t.Errorf("%s: conversion\n  got  %s\n  want %s", crdV2File, toJSON(t, got), toJSON(t, want))
+		t.Errorf("%s: conversion\n  got  %s\n  want %s", crdFile, toJSON(t, got), toJSON(t, want))
 	}
 }
 
-// TestV1SchemaIsTheSameInBothCRDs: v1 does not change when v2 joins it.
-func TestV1SchemaIsTheSameInBothCRDs(t *testing.T) {
-	only, _ := loadCRD(t, crdFile)
-	both, _ := loadCRD(t, crdV2File)
-	if a, b := only.Spec.Versions[0], both.Spec.Versions[0]; !equalJSON(t, a.Schema, b.Schema) || !equalJSON(t, a.AdditionalPrinterColumns, b.AdditionalPrinterColumns) {
-		t.Errorf("v1's schema or columns differ between %s and %s", crdFile, crdV2File)
+// TestV1SchemaIsTheSameAsTheLastV1Release's: v1 does not change when v2
+// joins it. The release's CRD is read from the repository's history, at
+// the commit CHANGELOG.md gives for it.
+func TestV1SchemaIsTheSameAsTheLastV1Release(t *testing.T) {
+	changelog, err := os.ReadFile("../CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?m)^## \\[(v[0-9.]+)\\].*\n+Commit `([0-9a-f]+)`[^\n]*last release that serves only").FindSubmatch(changelog)
+	if m == nil {
+		t.Fatal("CHANGELOG.md names no last v1-only release with its commit (\"Commit `abc1234` ... The last release that serves only\")")
+	}
+	out, err := exec.Command("git", "show", string(m[2])+":manifests/crd.yaml").Output()
+	if err != nil {
+		t.Fatalf("git show %s:manifests/crd.yaml (a shallow clone lacks the commit: fetch the history): %v", m[2], err)
+	}
+	release := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(out, release); err != nil || len(release.Spec.Versions) != 1 {
+		t.Fatalf("the CRD of %s: %v, %d versions", m[1], err, len(release.Spec.Versions))
+	}
+	both, _ := loadCRD(t, crdFile)
+	if a, b := release.Spec.Versions[0], both.Spec.Versions[0]; !equalJSON(t, a.Schema, b.Schema) || !equalJSON(t, a.AdditionalPrinterColumns, b.AdditionalPrinterColumns) {
+		t.Errorf("v1's schema or columns differ between %s's CRD and %s", m[1], crdFile)
 	}
 }
 
@@ -101,7 +122,7 @@ func v2Book(spec map[string]any) map[string]any {
 // minor unit and no more. A failure says which marker on Price in
 // pkg/apis/webapp/v2/types.go to change.
 func TestCurrencyTableMatchesCRD(t *testing.T) {
-	crd, internal := loadCRD(t, crdV2File)
+	crd, internal := loadCRD(t, crdFile)
 	codes := webappv2.CurrencyCodes()
 	price := crd.Spec.Versions[1].Schema.OpenAPIV3Schema.Properties["spec"].Properties["price"]
 	var enum []string
@@ -110,10 +131,10 @@ func TestCurrencyTableMatchesCRD(t *testing.T) {
 	}
 	if !slices.Equal(enum, codes) {
 		t.Errorf("%s: the currency enum is not the ISO 4217 table (currency.go); the marker on Price.Currency must be\n// +kubebuilder:validation:Enum=%s",
-			crdV2File, strings.Join(codes, ";"))
+			crdFile, strings.Join(codes, ";"))
 	}
 
-	bv := newBookValidator(t, crdV2File, internal)
+	bv := newBookValidator(t, crdFile, internal)
 	for _, code := range codes {
 		minor, _ := webappv2.MinorUnits(code)
 		for places := 0; places <= webappv2.MaxFractionDigits; places++ {
@@ -138,8 +159,8 @@ func TestCurrencyTableMatchesCRD(t *testing.T) {
 // which the v1 conversion trusts to refuse a stash v2 would refuse, say what
 // the API server says of random prices and authors, valid and not.
 func TestGoValidationAgreesWithCRD(t *testing.T) {
-	_, internal := loadCRD(t, crdV2File)
-	bv := newBookValidator(t, crdV2File, internal)
+	_, internal := loadCRD(t, crdFile)
+	bv := newBookValidator(t, crdFile, internal)
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewSource(seed))
 	codes := webappv2.CurrencyCodes()
@@ -254,8 +275,8 @@ func randomAuthors(rng *rand.Rand) []string {
 // (pkg/apis/webapp/fuzzer) make Books the API server accepts, so that the
 // round trip is proven for valid Books and not for something else.
 func TestFuzzedBooksAreValid(t *testing.T) {
-	_, internal := loadCRD(t, crdV2File)
-	bv := newBookValidator(t, crdV2File, internal)
+	_, internal := loadCRD(t, crdFile)
+	bv := newBookValidator(t, crdFile, internal)
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	f := fuzzer.FuzzerFor(webappfuzzer.Funcs, rand.NewSource(seed), runtimeserializer.NewCodecFactory(runtime.NewScheme()))
