@@ -110,8 +110,8 @@ UI_ADDR ?= 127.0.0.1:8082
 RUN_ARGS += --ui-bind-address "$(UI_ADDR)"
 # fork:end ui
 # fork:begin v2
-# With manifests/crd-v2.yaml installed, the API server calls make run's
-# webhook on 127.0.0.1 (docs/api-versions.md); with crd.yaml it is off.
+# The API server converts v1 Books through make run's webhook, on 127.0.0.1
+# (docs/api-versions.md).
 RUN_ARGS += --webhook-loopback
 # fork:end v2
 
@@ -253,7 +253,7 @@ test-bench: ## The benchmark's own unit tests (test/bench, a module of its own):
 	cd test/bench && go vet ./... && go test -count=1 $(TESTFLAGS) ./...
 
 # fork:begin v2
-# The price of conversion: CONV_N Books created as v2 (manifests/crd-v2.yaml),
+# The price of conversion: CONV_N Books created as v2 (manifests/crd.yaml),
 # listed CONV_ROUNDS times each as v2 and as v1, the controller serving the
 # conversion webhook. BENCH_FLAGS='-conversion-watch-cache=false -label
 # no-watch-cache' runs the API server without a watch cache for Books.
@@ -268,14 +268,14 @@ bench-conversion: tools ## The price of serving v1 through the conversion webhoo
 
 # fork:begin v2
 # The storage migration's time (issue 38): MIG_N Books created through v1
-# under manifests/crd.yaml, the CRD switched to crd-v2.yaml, then this
+# under the v1-only CRD of v0.9.0, the CRD switched to crd.yaml, then this
 # build's controller started until its migrator has storedVersions [v2].
 # With KUBECONFIG, that cluster's kube-controller-manager is not restarted
 # after the switch (the bench restarts the local one's).
 MIG_N ?= 20000
 
 .PHONY: bench-migration
-bench-migration: tools ## The storage migration's time: MIG_N=20000 Books stored as v1, the CRD switched to crd-v2.yaml, this build's controller started; its start and the StorageVersionMigration's creation to storedVersions [v2], the webhook's reviews, CPU, 0 Books lost; writes docs/bench/migration.*.
+bench-migration: tools ## The storage migration's time: MIG_N=20000 Books stored as v1, the CRD switched to crd.yaml, this build's controller started; its start and the StorageVersionMigration's creation to storedVersions [v2], the webhook's reviews, CPU, 0 Books lost; writes docs/bench/migration.*.
 	cd test/bench && go run . -migration -n $(MIG_N) -out $(abspath docs/bench) \
 	  -kubeconfig '$(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))' $(BENCH_FLAGS)
 # fork:end v2
@@ -296,7 +296,7 @@ COMPAT_K8S ?= 1.36
 
 # fork:begin v2
 .PHONY: test-upgrade
-test-upgrade: tools ## The upgrade from v0.9.0 (built from git history) with 2,000 Books to this build and crd-v2.yaml, and the rollback with --webhook-only.
+test-upgrade: tools ## The upgrade from v0.9.0 (built from git history) with 2,000 Books to this build and its crd.yaml, and the rollback with --webhook-only.
 	CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags upgrade,grpcnotrace -count=1 -timeout 30m $(TESTFLAGS) ./test/integration/upgrade/
 
 # fork:end v2

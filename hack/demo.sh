@@ -40,8 +40,8 @@ UI_ADDR="${UI_ADDR:-127.0.0.1:8082}"
 CONTROLLER_ARGS+=(--ui-bind-address "$UI_ADDR")
 # fork:end ui
 # fork:begin v2
-# With manifests/crd-v2.yaml, the API server calls this controller's
-# conversion webhook on 127.0.0.1 (docs/api-versions.md); with crd.yaml it is off.
+# The API server converts v1 Books through this controller's conversion
+# webhook, on 127.0.0.1 (docs/api-versions.md).
 CONTROLLER_ARGS+=(--webhook-loopback)
 # fork:end v2
 

@@ -39,7 +39,7 @@ import (
 )
 
 // The price of conversion (-conversion, `make bench-conversion`): the Book
-// CRD of manifests/crd-v2.yaml (v2 stored, v1 served through the conversion
+// CRD of manifests/crd.yaml (v2 stored, v1 served through the conversion
 // webhook), the controller binary serving that webhook on 127.0.0.1
 // (--webhook-loopback), N Books created as v2, then every Book listed in
 // pages, as v2 and as v1, alternately, -rounds times each. It reports each

@@ -153,7 +153,7 @@ func conversionMarkdown(r *ConversionResult) string {
 	} else {
 		b.WriteString("The API server ran **without a watch cache for Books** (`--watch-cache-sizes=books.webapp.ydzs.io#0`): every list reads etcd. ")
 	}
-	fmt.Fprintf(&b, "The Book CRD is manifests/crd-v2.yaml (v2 stored, v1 served through the conversion webhook); "+
+	fmt.Fprintf(&b, "The Book CRD is manifests/crd.yaml (v2 stored, v1 served through the conversion webhook); "+
 		"the controller binary serves the webhook on 127.0.0.1 (`--webhook-loopback`), confined with `--namespace` to a namespace without Books, "+
 		"so that the reviews it answers are the bench's alone. %d Books were created as v2 over %d namespaces in %.1f s "+
 		"(half a whole amount of XXX, which v1 says exactly; half an amount in EUR with cents and two authors, which v1 carries in the stash annotation). "+

@@ -175,8 +175,8 @@ func main() {
 	flag.IntVar(&o.shards, "shards", 0, "instead of the phases: compare one unsharded replica with this many replicas running --shards (make bench-shards)")
 	flag.IntVar(&o.shardNamespaces, "shard-namespaces", 30, "with -shards: namespaces the N Books are spread over")
 	// fork:begin v2
-	flag.BoolVar(&o.conversion, "conversion", false, "instead of the phases: the price of conversion (make bench-conversion): N Books created as v2 under manifests/crd-v2.yaml, listed -rounds times each as v2 and as v1 (through the controller's conversion webhook); writes conversion.md and conversion.json (conversion-<label>.* with a -label of its own). With -report <conversion.json>: run nothing, write that run's report again (with its \"showed\" notes)")
-	flag.BoolVar(&o.migration, "migration", false, "instead of the phases: the storage migration's time (make bench-migration): N Books created through v1 under manifests/crd.yaml, the CRD switched to manifests/crd-v2.yaml, then this build's controller started (webhook on 127.0.0.1, leader election) until its migrator has storedVersions [v2]; writes migration.md and migration.json (migration-<label>.* with a -label of its own). With -report <migration.json>: run nothing, write that run's report again")
+	flag.BoolVar(&o.conversion, "conversion", false, "instead of the phases: the price of conversion (make bench-conversion): N Books created as v2 under manifests/crd.yaml, listed -rounds times each as v2 and as v1 (through the controller's conversion webhook); writes conversion.md and conversion.json (conversion-<label>.* with a -label of its own). With -report <conversion.json>: run nothing, write that run's report again (with its \"showed\" notes)")
+	flag.BoolVar(&o.migration, "migration", false, "instead of the phases: the storage migration's time (make bench-migration): N Books created through v1 under the v1-only CRD of v0.9.0, the CRD switched to manifests/crd.yaml, then this build's controller started (webhook on 127.0.0.1, leader election) until its migrator has storedVersions [v2]; writes migration.md and migration.json (migration-<label>.* with a -label of its own). With -report <migration.json>: run nothing, write that run's report again")
 	flag.DurationVar(&o.migrationTimeout, "migration-timeout", 30*time.Minute, "with -migration: give up waiting for storedVersions [v2] after this long")
 	flag.IntVar(&o.convNamespaces, "conversion-namespaces", 4, "with -conversion or -migration: namespaces the N Books are spread over")
 	flag.BoolVar(&o.convWatchCache, "conversion-watch-cache", true, "with -conversion: keep the API server's watch cache for Books; false starts it with --watch-cache-sizes=books.webapp.ydzs.io#0, so that every list reads etcd and converts what it reads")
@@ -504,12 +504,34 @@ func (e *env) connect(ctx context.Context) (func(), error) {
 		return stop, err
 	}
 	// fork:begin v2
-	if e.o.conversion {
-		// Both versions, v2 stored, v1 converted by the webhook.
-		return stop, framework.InstallCRDFile(ctx, e.ext, framework.CRDV2File)
+	if e.o.migration {
+		// Books are created as v1, stored as v1, under the CRD of the
+		// releases before v2; the bench then switches it (switchToV2).
+		crd, err := framework.V1OnlyCRD()
+		if err != nil {
+			return stop, err
+		}
+		return stop, framework.ApplyCRD(ctx, e.ext, crd)
 	}
 	// fork:end v2
-	return stop, framework.InstallCRD(ctx, e.ext)
+	if err := framework.InstallCRD(ctx, e.ext); err != nil {
+		return stop, err
+	}
+	// fork:begin v2
+	if e.cluster != nil && !e.o.conversion {
+		// The API server's v1 watch cache converts every Book written, so
+		// the webhook must answer for the whole run, whichever controller
+		// runs: the test environments' process (framework.ServeConversion).
+		// -conversion measures the controller's own webhook instead.
+		stopConversion, err := framework.ServeConversion(ctx, e.kubecfg)
+		if err != nil {
+			return stop, err
+		}
+		stopCluster := stop
+		stop = func() { stopConversion(); stopCluster() }
+	}
+	// fork:end v2
+	return stop, nil
 }
 
 func logf(format string, args ...any) {

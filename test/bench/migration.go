@@ -37,7 +37,7 @@ import (
 
 // The storage migration's time (-migration, `make bench-migration`; issue
 // 38): N Books created through v1 under manifests/crd.yaml (v1 alone,
-// stored as v1), the CRD switched to manifests/crd-v2.yaml (v2 stored,
+// stored as v1), the CRD switched to manifests/crd.yaml (v2 stored,
 // storedVersions [v1 v2]), then this build's controller started with its
 // webhook on 127.0.0.1 and leader election, as an upgrade starts it. Its
 // migrator (pkg/migration) creates a StorageVersionMigration, which
@@ -63,7 +63,7 @@ type MigrationResult struct {
 	// -pre-create-c at once.
 	CreateSeconds float64 `json:"createSeconds"`
 	CreateC       int     `json:"createC"`
-	// StoredBefore is storedVersions after the switch to crd-v2.yaml,
+	// StoredBefore is storedVersions after the switch to crd.yaml,
 	// before the controller started; StoredAfter at the end.
 	StoredBefore []string `json:"storedBefore"`
 	StoredAfter  []string `json:"storedAfter"`
@@ -134,7 +134,7 @@ func (e *env) runMigration(ctx context.Context) (err error) {
 	t := time.Now()
 	if _, err := work(ctx, o.n, o.preCreateConcy, 0, func(i int) error {
 		return createRetrying(func() error {
-			_, err := e.books.WebappV1().Books(namespaces[i%len(namespaces)]).Create(ctx, newBook(namespaces[i%len(namespaces)], i), metav1.CreateOptions{})
+			_, err := e.books.WebappV1().Books(namespaces[i%len(namespaces)]).Create(ctx, newV1Book(namespaces[i%len(namespaces)], i), metav1.CreateOptions{})
 			return err
 		})
 	}); err != nil {
@@ -179,14 +179,20 @@ func (e *env) runMigration(ctx context.Context) (err error) {
 	return nil
 }
 
-// switchToV2 applies crd-v2.yaml's spec to the Book CRD, waits until
+// newV1Book is newBook as a v1 client creates it.
+func newV1Book(ns string, i int) *webappv1.Book {
+	b := newBook(ns, i)
+	return &webappv1.Book{ObjectMeta: b.ObjectMeta, Spec: webappv1.BookSpec{Title: b.Spec.Title, Price: b.Spec.Price.WholeUnits()}}
+}
+
+// switchToV2 applies crd.yaml's spec to the Book CRD, waits until
 // storedVersions lists both versions, and restarts kube-controller-manager
 // (local control plane only): its garbage collector, whose caches the
 // storage version migrator rewrites from, then watches Books as the API
 // server now serves them, instead of finding them at its next discovery
 // (every 30 s), a wait the bench would otherwise time.
 func (e *env) switchToV2(ctx context.Context, res *MigrationResult) error {
-	if err := framework.SwitchCRDFile(ctx, e.ext, framework.CRDV2File); err != nil {
+	if err := framework.SwitchCRDFile(ctx, e.ext, framework.CRDFile); err != nil {
 		return err
 	}
 	err := poll.Until(ctx, "storedVersions [v1 v2] after the switch", 100*time.Millisecond, time.Minute, func(ctx context.Context) error {
@@ -200,7 +206,7 @@ func (e *env) switchToV2(ctx context.Context, res *MigrationResult) error {
 	if err != nil {
 		return err
 	}
-	logf("the CRD is crd-v2.yaml: storedVersions %v", res.StoredBefore)
+	logf("the CRD is crd.yaml: storedVersions %v", res.StoredBefore)
 	if e.cluster == nil {
 		return nil
 	}

@@ -80,7 +80,7 @@ func TestController(t *testing.T) {
 	t.Run("rollout restart hands the Lease over, no ConfigMap created twice", testRolloutRestart)
 	t.Run("deleting the leader pod: exit 0 within grace, takeover within lease+TakeoverSlack", testDeleteLeader)
 	t.Run("too small a memory limit: OOM-killed and restarted; converges once raised", testOOM)
-	t.Run("crd-v2.yaml: conversion through the webhook's Service, then by the webhook-only pods alone", testConversionThroughTheService) // fork:line v2
+	t.Run("conversion through the webhook's Service, then by the webhook-only pods alone", testConversionThroughTheService) // fork:line v2
 }
 
 func testPodsReady(t *testing.T) {

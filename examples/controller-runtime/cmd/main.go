@@ -42,7 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 
 	"ydzs.io/book-controller/examples/controller-runtime/internal/controller"
 )
@@ -54,7 +54,7 @@ var (
 
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(webappv1.AddToScheme(scheme))
+	utilruntime.Must(webappv2.AddToScheme(scheme))
 	// +kubebuilder:scaffold:scheme
 }
 
@@ -206,14 +206,14 @@ func main() {
 // Without it the manager would keep retrying the Book informer and give up
 // only when the cache sync timeout (two minutes) passes.
 func checkBookAPI(cfg *rest.Config, mapper meta.RESTMapper) error {
-	gk := schema.GroupKind{Group: webappv1.GroupName, Kind: "Book"}
-	_, err := mapper.RESTMapping(gk, webappv1.SchemeGroupVersion.Version)
+	gk := schema.GroupKind{Group: webappv2.GroupName, Kind: "Book"}
+	_, err := mapper.RESTMapping(gk, webappv2.SchemeGroupVersion.Version)
 	switch {
 	case err == nil:
 		return nil
 	case meta.IsNoMatchError(err):
 		return fmt.Errorf("the Book CRD (books.%s) is not installed in the cluster at %s: run `kubectl apply -f manifests/crd.yaml`",
-			webappv1.GroupName, cfg.Host)
+			webappv2.GroupName, cfg.Host)
 	default:
 		return fmt.Errorf("checking the Book API at %s: %w", cfg.Host, err)
 	}
@@ -224,7 +224,7 @@ func checkBookAPI(cfg *rest.Config, mapper meta.RESTMapper) error {
 // probe server listens, before the controller has seen anything.
 func cachesSynced(c cache.Cache) healthz.Checker {
 	return func(req *http.Request) error {
-		for _, obj := range []client.Object{&webappv1.Book{}, &corev1.ConfigMap{}} {
+		for _, obj := range []client.Object{&webappv2.Book{}, &corev1.ConfigMap{}} {
 			inf, err := c.GetInformer(req.Context(), obj, cache.BlockUntilSynced(false))
 			if err != nil {
 				return err

@@ -39,6 +39,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"ydzs.io/book-controller/internal/poll"
+	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	"ydzs.io/book-controller/pkg/webhook"
 )
 
@@ -70,39 +71,67 @@ func init() {
 // writes v1 Books of the v2-stored CRD, the tests' and its own v1 watch
 // cache's, whichever controller runs, or none: the controllers the tests
 // start serve no webhook, since the CRD names none of theirs
-// (manager.Webhook's converts). It is a process of its own (this test
-// binary, see init), so that its goroutines and connections are no test's
-// leak, and it serves until Teardown.
+// (manager.Webhook's converts). It serves until Teardown.
 func (e *Env) serveConversion(ctx context.Context) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ConversionNamespace}}
-	if _, err := e.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the namespace %s: %w", ConversionNamespace, err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("the conversion webhook: %w", err)
-	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), conversionEnv+"="+e.Cluster.KubeconfigPath())
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	// The child stops when this pipe closes: at Teardown, or when this
-	// process dies without one.
-	stdin, err := cmd.StdinPipe()
+	stop, err := ServeConversion(ctx, e.Cluster.KubeconfigPath())
 	if err != nil {
 		return err
 	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting the conversion webhook: %w", err)
+	e.stopConversion = stop
+	return nil
+}
+
+// ServeConversion starts the conversion webhook for the cluster of
+// kubeconfig, as a process of its own (this program again, see init), so
+// that its goroutines and connections are no test's leak, and returns once
+// a v1 list of Books works; stop ends it.
+func ServeConversion(ctx context.Context, kubeconfig string) (stop func(), err error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
 	}
-	e.stopConversion = func() {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	books, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ConversionNamespace}}
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating the namespace %s: %w", ConversionNamespace, err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("the conversion webhook: %w", err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), conversionEnv+"="+kubeconfig)
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	// The child stops when this pipe closes: at stop, or when this process
+	// dies without calling it.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the conversion webhook: %w", err)
+	}
+	stop = func() {
 		_ = stdin.Close()
 		_ = cmd.Wait()
 	}
-	if err := poll.Until(ctx, "a v1 list of Books through the conversion webhook", PollInterval, time.Minute, e.V1ListWorks("")); err != nil {
-		return fmt.Errorf("%w; the webhook's output:\n%s", err, out.String())
+	err = poll.Until(ctx, "a v1 list of Books through the conversion webhook", PollInterval, time.Minute, func(ctx context.Context) error {
+		_, err := books.WebappV1().Books("").List(ctx, metav1.ListOptions{Limit: 1})
+		return err
+	})
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("%w; the webhook's output:\n%s", err, out.String())
 	}
-	return nil
+	return stop, nil
 }
 
 // serveConversionUntilStopped is the webhook process: its certificates in a

@@ -21,6 +21,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -41,7 +42,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // The names below are part of the Book controller's contract (labels, data
@@ -53,11 +54,14 @@ const (
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	ManagedByValue = "book-controller"
 	// BookLabel names the Book a ConfigMap belongs to.
-	BookLabel = webappv1.GroupName + "/book"
+	BookLabel = webappv2.GroupName + "/book"
 
-	// TitleKey and PriceKey are the ConfigMap data keys; the price is decimal.
-	TitleKey = "title"
-	PriceKey = "price"
+	// The ConfigMap data keys (configMapData).
+	TitleKey    = "title"
+	PriceKey    = "price"
+	AmountKey   = "amount"
+	CurrencyKey = "currency"
+	AuthorsKey  = "authors"
 
 	// ConditionReady is the Book's only condition type.
 	ConditionReady = "Ready"
@@ -128,7 +132,7 @@ type BookReconciler struct {
 func (r *BookReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 
-	book := &webappv1.Book{}
+	book := &webappv2.Book{}
 	if err := r.Get(ctx, req.NamespacedName, book); err != nil {
 		// A deleted Book needs nothing from us: the garbage collector removes
 		// its ConfigMap through the owner reference.
@@ -152,7 +156,7 @@ func (r *BookReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 // reconcileConfigMap creates or repairs the Book's ConfigMap and returns the
 // Ready condition that results. A ConfigMap of the same name that the Book
 // does not control is left alone and looked at again after ConflictRecheck.
-func (r *BookReconciler) reconcileConfigMap(ctx context.Context, book *webappv1.Book) (metav1.Condition, ctrl.Result, error) {
+func (r *BookReconciler) reconcileConfigMap(ctx context.Context, book *webappv2.Book) (metav1.Condition, ctrl.Result, error) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: book.Name, Namespace: book.Namespace}}
 	op, err := controllerutil.CreateOrUpdate(ctx, r.Client, cm, desiredConfigMap(book, cm, r.Scheme))
 	if apierrors.IsAlreadyExists(err) && r.LiveReader != nil {
@@ -192,7 +196,7 @@ func (r *BookReconciler) reconcileConfigMap(ctx context.Context, book *webappv1.
 
 // desiredConfigMap is CreateOrUpdate's mutate function for cm, the Book's
 // ConfigMap as read (or a new one).
-func desiredConfigMap(book *webappv1.Book, cm *corev1.ConfigMap, scheme *runtime.Scheme) controllerutil.MutateFn {
+func desiredConfigMap(book *webappv2.Book, cm *corev1.ConfigMap, scheme *runtime.Scheme) controllerutil.MutateFn {
 	return func() error {
 		if !cm.CreationTimestamp.IsZero() && !metav1.IsControlledBy(cm, book) {
 			return errNotControlled
@@ -206,26 +210,42 @@ func desiredConfigMap(book *webappv1.Book, cm *corev1.ConfigMap, scheme *runtime
 		}
 		cm.Labels[ManagedByLabel] = ManagedByValue
 		cm.Labels[BookLabel] = book.Name
-		cm.Data = map[string]string{
-			TitleKey: book.Spec.Title,
-			PriceKey: strconv.FormatInt(int64(book.Spec.Price), 10),
-		}
+		cm.Data = configMapData(&book.Spec)
 		cm.BinaryData = nil
 		return controllerutil.SetControllerReference(book, cm, scheme)
 	}
+}
+
+// configMapData is the ConfigMap's data, the contract ours keeps
+// (docs/behaviour.md): v1's title and whole price for every Book; the
+// amount and currency when the whole price does not say the price exactly;
+// the authors, as a JSON array, when there are some.
+func configMapData(spec *webappv2.BookSpec) map[string]string {
+	data := map[string]string{
+		TitleKey: spec.Title,
+		PriceKey: strconv.FormatInt(int64(spec.Price.WholeUnits()), 10),
+	}
+	if !spec.Price.IsWholeUnits() {
+		data[AmountKey], data[CurrencyKey] = spec.Price.Amount, spec.Price.Currency
+	}
+	if len(spec.Authors) > 0 {
+		authors, _ := json.Marshal(spec.Authors) // strings always marshal
+		data[AuthorsKey] = string(authors)
+	}
+	return data
 }
 
 // controlledByEarlierBook reports whether cm, as CreateOrUpdate read it, is
 // controlled by a Book of book's name but another UID: a Book deleted before
 // book was created with its name, or a forged reference. The garbage
 // collector looks owners up by UID, so it deletes such a ConfigMap.
-func controlledByEarlierBook(cm *corev1.ConfigMap, book *webappv1.Book) bool {
+func controlledByEarlierBook(cm *corev1.ConfigMap, book *webappv2.Book) bool {
 	ref := metav1.GetControllerOfNoCopy(cm)
 	if ref == nil || ref.Kind != "Book" || ref.Name != book.Name || ref.UID == book.UID {
 		return false
 	}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	return err == nil && gv.Group == webappv1.GroupName
+	return err == nil && gv.Group == webappv2.GroupName
 }
 
 // liveReads is a client whose Get goes to the API server.
@@ -241,7 +261,7 @@ func (l liveReads) Get(ctx context.Context, key client.ObjectKey, obj client.Obj
 
 // updateStatus writes the Book's status when it changed, and warns once when
 // the Book enters a conflict (not on every recheck while it lasts).
-func (r *BookReconciler) updateStatus(ctx context.Context, book *webappv1.Book, ready metav1.Condition) error {
+func (r *BookReconciler) updateStatus(ctx context.Context, book *webappv2.Book, ready metav1.Condition) error {
 	prev := meta.FindStatusCondition(book.Status.Conditions, ConditionReady)
 	wasConflict := prev != nil && prev.Reason == ReasonConfigMapConflict
 
@@ -267,7 +287,7 @@ func (r *BookReconciler) updateStatus(ctx context.Context, book *webappv1.Book, 
 
 // writeStatus sets book's status and sends it: Status().Update as the
 // scaffold does, or a merge patch with StatusMergePatch.
-func (r *BookReconciler) writeStatus(ctx context.Context, book *webappv1.Book, status webappv1.BookStatus) error {
+func (r *BookReconciler) writeStatus(ctx context.Context, book *webappv2.Book, status webappv2.BookStatus) error {
 	if !r.StatusMergePatch {
 		book.Status = status
 		return r.Status().Update(ctx, book)
@@ -277,7 +297,7 @@ func (r *BookReconciler) writeStatus(ctx context.Context, book *webappv1.Book, s
 	return r.Status().Patch(ctx, book, patch)
 }
 
-func readyCondition(book *webappv1.Book) metav1.Condition {
+func readyCondition(book *webappv2.Book) metav1.Condition {
 	return metav1.Condition{
 		Type:               ConditionReady,
 		Status:             metav1.ConditionTrue,
@@ -287,7 +307,7 @@ func readyCondition(book *webappv1.Book) metav1.Condition {
 	}
 }
 
-func conflictCondition(book *webappv1.Book) metav1.Condition {
+func conflictCondition(book *webappv2.Book) metav1.Condition {
 	return metav1.Condition{
 		Type:   ConditionReady,
 		Status: metav1.ConditionFalse,
@@ -298,7 +318,7 @@ func conflictCondition(book *webappv1.Book) metav1.Condition {
 	}
 }
 
-func earlierBookCondition(book *webappv1.Book, cm *corev1.ConfigMap) metav1.Condition {
+func earlierBookCondition(book *webappv2.Book, cm *corev1.ConfigMap) metav1.Condition {
 	return metav1.Condition{
 		Type:   ConditionReady,
 		Status: metav1.ConditionFalse,
@@ -317,7 +337,7 @@ func (r *BookReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		opts = append(opts, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&webappv1.Book{}, opts...).
+		For(&webappv2.Book{}, opts...).
 		Owns(&corev1.ConfigMap{}).
 		Named("book").
 		Complete(r)
