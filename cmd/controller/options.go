@@ -130,7 +130,7 @@ func (o *options) serverFlags(fs *pflag.FlagSet) {
 		`Address to serve Go profiles on /debug/pprof/ (net/http/pprof), e.g. "127.0.0.1:6060"; "0" turns it off. Unauthenticated: bind it to localhost.`)
 	// fork:begin v2
 	fs.StringVar(&o.mgr.Webhook.Addr, "webhook-bind-address", o.mgr.Webhook.Addr,
-		`Address to serve the Book CRD's conversion webhook on over TLS, at /convert, when the CRD converts through one (manifests/crd-v2.yaml; docs/api-versions.md); "0" turns it off.`)
+		`Address to serve the Book CRD's conversion webhook on over TLS, at /convert, when the CRD converts through it (manifests/crd.yaml names its Service; docs/api-versions.md); "0" turns it off.`)
 	fs.StringVar(&o.mgr.Webhook.CertDir, "webhook-cert-dir", o.mgr.Webhook.CertDir,
 		"Directory holding the webhook's tls.crt and tls.key (a cert-manager Certificate's Secret, mounted), reloaded when they change; the CRD's caBundle is then cert-manager's CA injector's to write. Empty: the webhook keeps its own CA and certificate in the Secret "+webhook.DefaultSecretName+" and writes the CA into the CRD.")
 	fs.BoolVar(&o.mgr.Webhook.Loopback, "webhook-loopback", o.mgr.Webhook.Loopback,

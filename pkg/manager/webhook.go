@@ -61,10 +61,9 @@ type Webhook struct {
 // serveWebhook starts the conversion webhook, before the preflight and the
 // informers, which list Books through it, and outside leader election: the
 // API server sends reviews to any replica behind the Service. It runs only
-// when the Book CRD converts through a webhook (manifests/crd-v2.yaml):
-// with manifests/crd.yaml, v1 alone, there is nothing to convert, and no
-// port is taken nor Secret written until the CRD switches
-// (webhookswitch.go).
+// when the Book CRD converts through this replica's webhook (manifests/
+// crd.yaml names its Service; Webhook.converts): otherwise no port is taken
+// nor Secret written until the CRD switches to it (webhookswitch.go).
 func (m *manager) serveWebhook(ctx context.Context) error {
 	wc := m.cfg.Webhook
 	if wc.Addr == "" || wc.Addr == disabledAddr {

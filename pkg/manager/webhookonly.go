@@ -48,7 +48,7 @@ func (m *manager) serveTheWebhookOnly(ctx context.Context) error {
 		return err
 	}
 	if m.webhookServer == nil {
-		return fmt.Errorf("--webhook-only: the CRD %s does not convert through a webhook (or cannot be read; -v=2 says which): install manifests/crd-v2.yaml first, or drop --webhook-only", webhook.DefaultCRDName)
+		return fmt.Errorf("--webhook-only: the CRD %s does not convert through a webhook (or cannot be read; -v=2 says which): install manifests/crd.yaml first, or drop --webhook-only", webhook.DefaultCRDName)
 	}
 	return nil
 }

@@ -35,8 +35,9 @@ import (
 )
 
 // serveWebhookOnSwitch starts the conversion webhook when the Book CRD
-// switches to converting through one: `kubectl apply -f
-// manifests/crd-v2.yaml` over running replicas, as an upgrade does. From
+// switches to converting through this replica's: `kubectl apply -f
+// manifests/crd.yaml` over replicas started under a CRD that converted
+// nothing, or through another webhook. From
 // that moment the API server sends every v1 read of a v2-stored Book here,
 // the informers' included, so waiting for a restart would leave them
 // failing. It watches the one CRD (RBAC: list and watch by resourceName).

@@ -74,7 +74,7 @@ func (r *Recorder) Reviewed(rv webhook.Review) {
 }
 
 // ConversionWebhookServing tells the page that this process serves the
-// conversion webhook (the Book CRD converts through it: crd-v2.yaml).
+// conversion webhook (the Book CRD converts through it: crd.yaml).
 func (r *Recorder) ConversionWebhookServing() { r.conversions.serving.Store(true) }
 
 // kept returns the reviews kept, newest first.

@@ -43,7 +43,7 @@ const (
 	// serving certificate, shared by every replica.
 	DefaultSecretName = "book-controller-webhook-certs"
 	// DefaultServiceName is the Service in front of the webhook, the one
-	// manifests/crd-v2.yaml's clientConfig names.
+	// manifests/crd.yaml's clientConfig names.
 	DefaultServiceName = "book-controller-webhook"
 	// DefaultCRDName is the CRD whose caBundle is kept.
 	DefaultCRDName = "books.webapp.ydzs.io"

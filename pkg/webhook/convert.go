@@ -47,7 +47,7 @@ import (
 )
 
 // Path is where the API server sends ConversionReviews: the path of
-// manifests/crd-v2.yaml's clientConfig.
+// manifests/crd.yaml's clientConfig.
 const Path = "/convert"
 
 // DefaultMaxBodyBytes bounds a review's body. The API server sends at most

@@ -30,8 +30,7 @@ import (
 // manifests/crd.yaml here, the way kubectl would, and expects a rejection
 // whose message names the field given in the file's "# expect:" comment.
 // fork:begin v2
-// test/integration/versions does the same, and with the v2 examples, against
-// manifests/crd-v2.yaml.
+// test/integration/versions does the same with the v2 examples.
 // fork:end v2
 func TestInvalidBooksAreRejectedByTheAPIServer(t *testing.T) {
 	t.Parallel()

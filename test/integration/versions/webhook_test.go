@@ -281,7 +281,7 @@ func (r *reviewTimes) quantiles() (p50, p99 time.Duration, n int) {
 }
 
 // TestControllerThroughTheWebhook runs the controller (manager.Run, as its
-// ServiceAccount with manifests/rbac's roles) against crd-v2.yaml with its
+// ServiceAccount with manifests/rbac's roles) against crd.yaml with its
 // webhook on 127.0.0.1 (--webhook-loopback): it makes its own certificates
 // in the Secret, injects its CA, and then syncs a v2 Book it reads and
 // writes as v1, through its own webhook, which its live view shows.

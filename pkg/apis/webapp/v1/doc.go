@@ -24,7 +24,7 @@ limitations under the License.
 // decimal price in an ISO 4217 currency, and authors. Its Book converts to
 // and from the hub, v2 (conversion.go), without losing what v1 cannot say,
 // and the API server warns on every v1 request (hack/crdgen marks v1
-// deprecated in manifests/crd-v2.yaml).
+// deprecated in manifests/crd.yaml).
 // fork:end v2
 //
 // +k8s:deepcopy-gen=package

@@ -20,7 +20,7 @@ limitations under the License.
 // stores; v1 converts to and from it (package v1's Book.ConvertTo and
 // Book.ConvertFrom). The Go types here are the single source for the
 // generated clients (pkg/generated), the deep-copy functions and the v2
-// version of manifests/crd-v2.yaml.
+// version of manifests/crd.yaml.
 //
 // +k8s:deepcopy-gen=package
 // +groupName=webapp.ydzs.io
