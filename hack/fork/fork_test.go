@@ -134,16 +134,16 @@ func TestRename(t *testing.T) {
 	}
 	r := newRenamer(n)
 	for in, want := range map[string]string{
-		`import webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"`: `import policyv1beta1 "example.com/policy-controller/pkg/apis/policy/v1beta1"`,
-		"apiVersion: webapp.ydzs.io/v1":                                "apiVersion: policy.example.com/v1beta1",
-		"f.Webapp().V1().Books()":                                      "f.Policy().V1beta1().Policies()",
-		"c.WebappV1().Books(ns)":                                       "c.PolicyV1beta1().Policies(ns)",
+		`import webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"`: `import policyv1beta1 "example.com/policy-controller/pkg/apis/policy/v1beta1"`,
+		"apiVersion: webapp.ydzs.io/v2":                                "apiVersion: policy.example.com/v1beta1",
+		"f.Webapp().V2().Books()":                                      "f.Policy().V1beta1().Policies()",
+		"c.WebappV2().Books(ns)":                                       "c.PolicyV1beta1().Policies(ns)",
 		"book_controller_reconcile_total":                              "policy_controller_reconcile_total",
 		"books.webapp.ydzs.io":                                         "policies.policy.example.com",
 		"AllowWatchBookmarks: true, bookKey":                           "AllowWatchBookmarks: true, policyKey",
 		"BOOK_DISABLE_LAYERS CHAOS_BOOKS":                              "POLICY_DISABLE_LAYERS CHAOS_POLICIES",
 		"shortName=bk,":                                                "shortName=pc,",
-		"webapp.ydzs.io/v3alpha1 webapp.ydzs.io/v1beta1":               "policy.example.com/v3alpha1 policy.example.com/v1beta1",
+		"webapp.ydzs.io/v3alpha1 webapp.ydzs.io/v2beta1":               "policy.example.com/v3alpha1 policy.example.com/v2beta1",
 		"pkg/controller/bookcache.go":                                  "pkg/controller/policycache.go",
 	} {
 		if got := r.rename(in); got != want {

@@ -163,6 +163,7 @@ func render(o options) ([]file, error) {
 		return nil, err
 	}
 	drop := dropper(o.minimal, o.keep)
+	moved := moves(drop)
 	r := newRenamer(o.names)
 	var files []file
 	for _, p := range strings.Split(strings.TrimRight(list, "\x00"), "\x00") {
@@ -186,7 +187,16 @@ func render(o options) ([]file, error) {
 				return nil, fmt.Errorf("%s:%w", p, err)
 			}
 			text = edit(p, text, o.names)
+			for _, m := range moved {
+				text = strings.ReplaceAll(text, m[0], m[1])
+			}
 			data = []byte(r.rename(text))
+		}
+		for _, m := range moved {
+			if strings.HasPrefix(p, m[0]) {
+				p = m[1] + strings.TrimPrefix(p, m[0])
+				break
+			}
 		}
 		files = append(files, file{path: r.rename(p), mode: info.Mode().Perm(), data: data})
 	}
@@ -196,19 +206,19 @@ func render(o options) ([]file, error) {
 // edit makes the few changes renaming cannot: the served version where
 // the API package names it, and a fresh changelog.
 func edit(p, text string, n names) string {
-	if path.Base(path.Dir(p)) == "v1" && strings.Contains(p, "/webapp/v1/") {
-		text = packageV1.ReplaceAllString(text, "package "+n.Version+"$1")
+	if path.Base(path.Dir(p)) == "v2" && strings.Contains(p, "/webapp/v2/") {
+		text = packageV2.ReplaceAllString(text, "package "+n.Version+"$1")
 	}
 	switch {
-	case p == "pkg/apis/webapp/v1/register.go":
-		return strings.Replace(text, `Version: "v1"`, fmt.Sprintf("Version: %q", n.Version), 1)
+	case p == "pkg/apis/webapp/v2/register.go":
+		return strings.Replace(text, `Version: "v2"`, fmt.Sprintf("Version: %q", n.Version), 1)
 	case p == "CHANGELOG.md":
 		return changelog
 	}
 	return text
 }
 
-var packageV1 = regexp.MustCompile(`(?m)^package v1(_test)?$`)
+var packageV2 = regexp.MustCompile(`(?m)^package v2(_test)?$`)
 
 // changelog starts the new project's: hack/version.sh takes the newest
 // release from it until the first v* tag.

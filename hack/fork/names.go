@@ -198,12 +198,13 @@ func newRenamer(n names) *renamer {
 		"BOOK":            uk,
 		"bk":              n.ShortName,
 	}
-	// The served version: only where it follows the group or its package
-	// (webapp.ydzs.io/v1, pkg/apis/webapp/v1, webappv1, WebappV1); v1 alone
-	// is everyone's.
-	versioned := `(?:webapp\.ydzs\.io/|webapp/|webapp_|webapp|Webapp\(\)\.|Webapp|apiswebapp|typedwebapp|fakewebapp|applyconfigurationwebapp)[vV]1(?:(?:alpha|beta)[0-9]+)?`
+	// The version the controller uses, v2, which a fork keeps alone (the
+	// part "v2" leaves v1 out): only where it follows the group or its
+	// package (webapp.ydzs.io/v2, pkg/apis/webapp/v2, webappv2, WebappV2);
+	// v2 alone is everyone's.
+	versioned := `(?:webapp\.ydzs\.io/|webapp/|webapp_|webapp|Webapp\(\)\.|Webapp|apiswebapp|typedwebapp|fakewebapp|applyconfigurationwebapp)[vV]2(?:(?:alpha|beta)[0-9]+)?`
 	re := regexp.MustCompile(versioned + `|ydzs\.io/book-controller|webapp\.ydzs\.io|ydzs\.io|webapp|Webapp|Bookmark|bookmark|BOOKMARK|book-controller|book_controller|Books|books|BOOKS|Book|book|BOOK|\bbk\b`)
-	versionedRE := regexp.MustCompile(`^(.*?)([vV])1((?:alpha|beta)[0-9]+)?$`)
+	versionedRE := regexp.MustCompile(`^(.*?)([vV])2((?:alpha|beta)[0-9]+)?$`)
 	r := &renamer{re: re}
 	r.repl = func(m string) string {
 		if r, ok := fixed[m]; ok {
@@ -211,8 +212,8 @@ func newRenamer(n names) *renamer {
 		}
 		p := versionedRE.FindStringSubmatch(m)
 		prefix, v, rest := p[1], p[2], p[3]
-		if rest != "" { // webapp.ydzs.io/v1beta1: a version that is not ours
-			return r.rename(prefix) + v + "1" + rest
+		if rest != "" { // webapp.ydzs.io/v2beta1: a version that is not ours
+			return r.rename(prefix) + v + "2" + rest
 		}
 		var head string
 		switch {

@@ -31,25 +31,28 @@ type part struct {
 	always bool
 	paths  []string
 	why    string
+	// moves maps a path prefix to another: where a file the part leaves
+	// in place goes, in paths and in the text that names them.
+	moves map[string]string
 }
 
 // parts is the table of optional parts. Paths are as in this project,
 // before renaming.
 var parts = map[string]part{
-	"v2": {always: true, why: "the second API version and its conversion (docs/api-versions.md tells how to add one)",
+	"v2": {always: true, why: "the older API version v1, the conversion between v1 and v2, its webhook and the storage migration: a fork serves the controller's version, v2, alone, under the name --version gives it (docs/api-versions.md tells how to add a version)",
 		paths: []string{
-			"pkg/apis/webapp/v2", "pkg/apis/webapp/fuzzer",
-			"pkg/apis/webapp/v1/conversion.go", "pkg/apis/webapp/v1/conversion_test.go",
-			"pkg/apis/webapp/v1/conversion_fuzz_test.go", "pkg/apis/webapp/v1/roundtrip_test.go",
-			"pkg/apis/webapp/v1/testdata",
-			"pkg/generated/clientset/versioned/typed/webapp/v2", "pkg/generated/informers/externalversions/webapp/v2",
-			"pkg/generated/listers/webapp/v2", "pkg/generated/applyconfiguration/webapp/v2",
-			"manifests/crd-v2.yaml", "manifests/examples/v2", "manifests/versions_test.go",
+			"pkg/apis/webapp/v1", "pkg/apis/webapp/fuzzer", "pkg/apis/webapp/v2/conversion.go",
+			"pkg/generated/clientset/versioned/typed/webapp/v1", "pkg/generated/informers/externalversions/webapp/v1",
+			"pkg/generated/listers/webapp/v1", "pkg/generated/applyconfiguration/webapp/v1",
+			"manifests/examples/book-free.yaml", "manifests/examples/book-long-title.yaml", "manifests/examples/book-max-price.yaml",
+			"manifests/examples/book-sample.yaml", "manifests/examples/book-unicode-title.yaml", "manifests/examples/invalid",
+			"manifests/versions_test.go",
 			"test/integration/versions", "hack/crdgen", "docs/api-versions.md",
 			"pkg/migration", "pkg/manager/migration.go", "test/integration/migration", "test/e2e/conversion_test.go",
 			"manifests/rbac/storage_migration_role.yaml",
 			"pkg/webhook", "pkg/manager/webhook.go", "pkg/manager/webhookonly.go", "pkg/manager/webhookswitch.go", "test/integration/deploy/webhook_test.go",
 			"test/integration/upgrade", "manifests/components/webhook-only", "test/integration/framework/webhook.go",
+			"test/integration/framework/conversion.go",
 			"pkg/ui/conversions.go", "pkg/ui/conversions_test.go", "pkg/manager/webhook_test.go",
 			"manifests/rbac/webhook_role.yaml", "manifests/rbac/webhook_role_binding.yaml",
 			"manifests/rbac/webhook_cluster_role.yaml", "manifests/rbac/webhook_cluster_role_binding.yaml",
@@ -59,7 +62,9 @@ var parts = map[string]part{
 			"docs/bench/conversion-no-watch-cache.md", "docs/bench/conversion-no-watch-cache.json",
 			"test/bench/migration.go", "test/bench/migration_report.go", "test/bench/migration_test.go",
 			"docs/bench/migration.md", "docs/bench/migration.json",
-		}},
+		},
+		// v2's examples become the examples.
+		moves: map[string]string{"manifests/examples/v2/": "manifests/examples/"}},
 	"fork": {always: true, why: "this command, its test and its page",
 		paths: []string{"hack/fork", "hack/test-fork.sh", "hack/test-failures.awk", "docs/fork.md", ".ci"}},
 	"twin": {why: "the controller-runtime twin and the parity test",
@@ -110,6 +115,20 @@ func optionalParts() string {
 // those of keep.
 func dropper(minimal bool, keep []string) func(string) bool {
 	return func(name string) bool { return parts[name].always || (minimal && !slices.Contains(keep, name)) }
+}
+
+// moves are the path moves of the parts left out, longest prefix first.
+func moves(drop func(string) bool) [][2]string {
+	var m [][2]string
+	for name, pt := range parts {
+		if drop(name) {
+			for from, to := range pt.moves {
+				m = append(m, [2]string{from, to})
+			}
+		}
+	}
+	sort.Slice(m, func(i, j int) bool { return len(m[i][0]) > len(m[j][0]) })
+	return m
 }
 
 // dropped reports whether the file p (slash-separated, relative to the
