@@ -108,6 +108,12 @@ func render(data []byte) (crd map[string]any, err error) {
 					"path":      webhookPath,
 					"port":      webhookPort,
 				},
+				// A controller run outside the cluster (make run,
+				// --webhook-loopback) points the CRD at a URL instead;
+				// null makes `kubectl apply` of this file remove it, where
+				// leaving it out would keep it beside the Service, which the
+				// API server refuses.
+				"url": nil,
 			},
 		},
 	}
