@@ -161,7 +161,7 @@ func webhookWanted(ctx context.Context, crds apiextensionsclient.Interface, wc W
 		logger.V(2).Info("Conversion webhook off until the CRD converts through one (manifests/crd.yaml)", "crd", webhook.DefaultCRDName)
 		return false, true
 	case !wc.converts(crd):
-		logger.Info("Conversion webhook off: the CRD converts through another webhook", "crd", webhook.DefaultCRDName,
+		logger.V(2).Info("Conversion webhook off: the CRD converts through another webhook", "crd", webhook.DefaultCRDName,
 			"clientConfig", clientConfigString(crd), "service", webhookNamespace(wc)+"/"+webhook.DefaultServiceName)
 		return false, true
 	}
