@@ -48,10 +48,10 @@ import (
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"sigs.k8s.io/yaml"
 
-	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	// fork:begin v2
-	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
 	// fork:end v2
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 const (
@@ -616,11 +616,11 @@ func testExamples(t *testing.T, crdFile, validDir, invalidDir, sampleFile string
 			// The controller must be able to read what the API server stores.
 			var book any
 			switch e.object(t)["apiVersion"] {
-			case webappv1.SchemeGroupVersion.String():
-				book = &webappv1.Book{}
-			// fork:begin v2
 			case webappv2.SchemeGroupVersion.String():
 				book = &webappv2.Book{}
+			// fork:begin v2
+			case webappv1.SchemeGroupVersion.String():
+				book = &webappv1.Book{}
 			// fork:end v2
 			default:
 				t.Fatalf("%s: apiVersion %v is not one the types know", e.path, e.object(t)["apiVersion"])
