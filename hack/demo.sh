@@ -203,16 +203,16 @@ MSG
   cat <<MSG
   export KUBECONFIG=$KUBECONFIG${kubectl_note}
   alias kubectl=$kubectl   # a kubectl that matches the cluster's version
-  kubectl get books                                   # Title, Price, Ready, Age
-  kubectl patch book book-sample --type merge -p '{"spec":{"price":120}}'   # a Book travels
-  kubectl get configmap book-sample -o yaml           # price follows the Book
-  kubectl patch configmap book-sample --type merge -p '{"data":{"price":"1"}}'  # repaired at once
-  kubectl delete configmap book-sample                # the controller recreates it
-  kubectl apply -f manifests/examples/invalid/negative-price.yaml   # rejected by the schema
+  kubectl get books                                   # Title, Price, Currency, Ready, Age
+  kubectl patch book book-sample-v2 --type merge -p '{"spec":{"price":{"amount":"120"}}}'   # a Book travels
+  kubectl get configmap book-sample-v2 -o yaml        # price follows the Book
+  kubectl patch configmap book-sample-v2 --type merge -p '{"data":{"price":"1"}}'  # repaired at once
+  kubectl delete configmap book-sample-v2             # the controller recreates it
+  kubectl apply -f manifests/examples/v2/invalid/negative-amount.yaml   # rejected by the schema
 $outage
   # The work queue's retries back off: a full ConfigMap quota refuses a new Book's ConfigMap
   kubectl create quota configmaps-full --hard=count/configmaps=\$(kubectl get configmaps -o name | wc -l)
-  sed 's/name: book-sample/name: book-quota/' manifests/examples/book-sample.yaml | kubectl apply -f -
+  sed 's/name: book-sample/name: book-quota/' manifests/examples/v2/book-sample.yaml | kubectl apply -f -
   #   the controller's log: sync error (refused: ConfigMapQuotaExceeded), retry after 5 ms, 10 ms, 20 ms, … (capped at 30 s)
   kubectl delete quota configmaps-full                # Ready again within 30 s
   tail -f ${LOG_FILE#"$ROOT"/}

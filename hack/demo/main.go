@@ -28,8 +28,8 @@ limitations under the License.
 //
 // crd server-side applies manifests/crd.yaml (as `kubectl apply
 // --server-side` would) and waits until it is Established; the controller
-// refuses to start before. examples applies manifests/examples/*.yaml the
-// same way, waits until every Book is Ready and prints them; delete removes
+// refuses to start before. examples applies manifests/examples/v2/*.yaml,
+// the Books of the controller's version, the same way, waits until every Book is Ready and prints them; delete removes
 // the example Books.
 package main
 
@@ -109,6 +109,8 @@ type demo struct {
 	books      versioned.Interface
 	extensions apiextensionsclient.Interface
 	examples   []*webappv2.Book
+	// examplesDir holds the examples' files.
+	examplesDir string
 }
 
 func newDemo(kubeconfig, manifests string) (*demo, error) {
@@ -134,9 +136,12 @@ func newDemo(kubeconfig, manifests string) (*demo, error) {
 	if d.extensions, err = apiextensionsclient.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
-	files, err := filepath.Glob(filepath.Join(manifests, "examples", "*.yaml"))
+	d.examplesDir = filepath.Join(manifests, "examples")
+	// The examples of the controller's version; examples/ holds v1's.
+	d.examplesDir = filepath.Join(d.examplesDir, "v2") // fork:line v2
+	files, err := filepath.Glob(filepath.Join(d.examplesDir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no example Books in %s: run from the repository root or pass -manifests", filepath.Join(manifests, "examples"))
+		return nil, fmt.Errorf("no example Books in %s: run from the repository root or pass -manifests", d.examplesDir)
 	}
 	for _, f := range files {
 		b := &webappv2.Book{}
@@ -163,7 +168,7 @@ func readYAML(path string, into any) error {
 }
 
 func (d *demo) applyExamples(ctx context.Context, pid int, timeout time.Duration) error {
-	heading("Applying " + filepath.Join(d.manifests, "examples"))
+	heading("Applying " + d.examplesDir)
 	for _, b := range d.examples {
 		if err := d.applyBook(ctx, b); err != nil {
 			return err
