@@ -44,8 +44,10 @@ type Env struct {
 	Books      versioned.Interface
 	Extensions apiextensionsclient.Interface
 
+	// fork:begin v2
 	// stopConversion stops the conversion webhook serveConversion started.
-	stopConversion func() // fork:line v2
+	stopConversion func()
+	// fork:end v2
 }
 
 // RepoRoot is the repository's top directory, so tests work from any package

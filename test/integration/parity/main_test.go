@@ -56,8 +56,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 
-	// Through v1, every request of TestParityThroughConversion is answered
-	// with the deprecation warning: not logged thousands of times.
+	// A v1 request is answered with the deprecation warning: not logged
+	// every time.
 	rest.SetDefaultWarningHandler(rest.NoWarnings{}) // fork:line v2
 
 	// The control plane starts without the Book CRD so that both binaries

@@ -87,7 +87,7 @@ func impls() []impl {
 				args := []string{"--kubeconfig", kubeconfig, "--namespace", ns, "--workers", "2",
 					"--health-probe-bind-address", a.probe, "--metrics-bind-address", a.metrics}
 				// The twin neither serves a conversion webhook nor migrates
-				// storage: TestParityThroughConversion runs the webhook apart.
+				// storage: the test environment serves the webhook apart.
 				args = append(args, "--webhook-bind-address=0", "--storage-migration=false") // fork:line v2
 				return append(args, recheck...)
 			},
