@@ -147,4 +147,3 @@ func onlyWebhookPodsServe(ctx context.Context) error {
 	return poll.Done(ok, "webhook-only pods ready at %v, the Service's ready endpoints %v, %d controller pods",
 		want, ready, len(controllers.Items))
 }
-

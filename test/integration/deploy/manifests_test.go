@@ -232,7 +232,6 @@ func TestKubectlApplyServerDryRun(t *testing.T) {
 				t.Errorf("kubectl %s warned:\n%s", strings.Join(args, " "), out)
 				break
 			}
-			}
 		})
 	}
 }

@@ -30,11 +30,6 @@ import (
 // Book is a book on sale, priced in decimal in a named currency. The
 // controller mirrors each Book's spec into a ConfigMap of the same name and
 // namespace and reports progress in status.
-//
-// v2 is the version the API server stores and the hub that every other
-// version converts through; webapp.ydzs.io/v1 is still served (deprecated),
-// and a v1 client's Book keeps what v1 cannot say in an annotation
-// (docs/api-versions.md).
 type BookApplyConfiguration struct {
 	v1.TypeMetaApplyConfiguration `json:""`
 	// Standard object metadata.
