@@ -29,6 +29,7 @@ import (
 
 	"ydzs.io/book-controller/internal/poll"
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 )
 
 // BookCRD is the name of the Book CustomResourceDefinition.
@@ -66,6 +67,27 @@ func (e *Env) CreateAllV1(t testing.TB, books []*webappv1.Book) []*webappv1.Book
 		return err
 	})
 	return out
+}
+
+// BooksReadyV1 is BooksReady through v1, for a CRD that serves v1 alone
+// (V1OnlyCRD, the releases before v2).
+func (e *Env) BooksReadyV1(ns string, n int) poll.Check {
+	return func(ctx context.Context) error {
+		list, err := e.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("listing the Books in %s as v1: %w", ns, err)
+		}
+		var bad []string
+		for i := range list.Items {
+			b := &list.Items[i]
+			if !IsReady(&webappv2.Book{ObjectMeta: b.ObjectMeta, Status: webappv2.BookStatus(b.Status)}) {
+				bad = append(bad, b.Name)
+			}
+		}
+		slices.Sort(bad)
+		return poll.Done(len(list.Items) == n && len(bad) == 0, "%s: %d Books (want %d), %d not Ready for their generation: %v",
+			ns, len(list.Items), n, len(bad), bad[:min(len(bad), 10)])
+	}
 }
 
 // SwitchCRD gives the installed Book CRD the spec of manifests/<file>, as

@@ -108,7 +108,7 @@ func installRelease(t *testing.T) *release {
 		r.names = append(r.names, b.Name)
 	}
 	env.CreateAllV1(t, books)
-	waitConverged(t, fmt.Sprintf("%d Books in %s Ready", upgradeBooks, r.ns), env.BooksReady(r.ns, upgradeBooks))
+	waitConverged(t, fmt.Sprintf("%d Books in %s Ready", upgradeBooks, r.ns), env.BooksReadyV1(r.ns, upgradeBooks))
 	t.Logf("%s: %d Books from its v1 examples Ready %v after the first create", lastV1Release, upgradeBooks, time.Since(start).Round(time.Millisecond))
 	r.configMaps = configMapData(t, r.ns)
 	return r
