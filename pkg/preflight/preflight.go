@@ -58,8 +58,10 @@ func BookAPI(ctx context.Context, host string, client rest.Interface) error {
 	case err == nil:
 		return nil
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("the Book CRD (books.%s) is not installed in the cluster at %s: run `%s`",
-			webappv2.GroupName, host, crdInstallHint)
+		// An older CRD, v1 alone, is not found either: this controller
+		// reads v2.
+		return fmt.Errorf("the Book CRD (books.%s) is not installed in the cluster at %s, or is one without %s: run `%s`",
+			webappv2.GroupName, host, webappv2.SchemeGroupVersion, crdInstallHint)
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("the API server at %s rejected our credentials (401 Unauthorized): check the user and token or certificate in your kubeconfig", host)
 	case apierrors.IsForbidden(err):

@@ -212,8 +212,8 @@ func checkBookAPI(cfg *rest.Config, mapper meta.RESTMapper) error {
 	case err == nil:
 		return nil
 	case meta.IsNoMatchError(err):
-		return fmt.Errorf("the Book CRD (books.%s) is not installed in the cluster at %s: run `kubectl apply -f manifests/crd.yaml`",
-			webappv2.GroupName, cfg.Host)
+		return fmt.Errorf("the Book CRD (books.%s) is not installed in the cluster at %s, or is one without %s: run `kubectl apply -f manifests/crd.yaml`",
+			webappv2.GroupName, cfg.Host, webappv2.SchemeGroupVersion)
 	default:
 		return fmt.Errorf("checking the Book API at %s: %w", cfg.Host, err)
 	}
