@@ -86,7 +86,7 @@ func TestPageFollowsABook(t *testing.T) {
 	}
 	waitForSteps(t, b, "the journey of the new Book", created)
 
-	patch := []byte(`{"spec":{"price":12}}`)
+	patch := []byte(`{"spec":{"price":{"amount":"12"}}}`)
 	if _, err := env.Books.WebappV2().Books(ns).Patch(ctx, "travel", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
