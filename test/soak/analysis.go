@@ -61,21 +61,41 @@ type Limits struct {
 	// kill.
 	Warmup, ProcessWarmup time.Duration
 	// MinSpan is the shortest stretch of one process in one role that is
-	// judged; a shorter one gives no meaningful slope.
+	// judged, and the least time a process's settled heap segments must
+	// span in all for its heap to be judged; a shorter one gives no
+	// meaningful slope.
 	MinSpan time.Duration
 	// HeapSlope (bytes per minute), GoroutineSlope and FDSlope (per minute)
-	// are the largest least-squares slopes allowed.
+	// are the largest least-squares slopes allowed. The heap's is judged
+	// per process, once settled: see HeapSettle and HeapNoise.
 	HeapSlope, GoroutineSlope, FDSlope float64
-	// HeapSettle (bytes) is a rise of the heap's floor over a stretch that
-	// is allowed whatever its slope: a process settling into a role (a new
-	// leader's workers and write buffers) rises by a few MiB, which over a
-	// short run's 2-minute stretch is a steep slope and no leak. The limit
-	// on a stretch is thus max(HeapSlope, HeapSettle / its span).
-	HeapSettle float64
-	// FloorWindow: the heap's slope is fitted to its floor, the smallest
-	// sample of each window of this length, since heap in use swings with
-	// every GC cycle and its floor is the live heap a leak raises.
-	FloorWindow time.Duration
+	// HeapSettle: the heap is judged over a process's whole judged life
+	// (all its stretches), but not from a fault's start until HeapSettle
+	// after its end, nor for HeapSettle after the process took a role. A
+	// relist after an API server restart, or a new leader's workers and
+	// write buffers, raise the heap by a few MiB once: a step to a new
+	// level and no leak, yet over a short run's 2-minute stretch a steep
+	// slope; a standby's heap may rise while the leader is dead, too.
+	// Each spike after a restart measured was over within 7 s. The settled
+	// samples fall into segments, one between two such events, and one
+	// slope is fitted to all the segments at once, each at a level of its
+	// own (the pooled within-segment slope): a step between two segments
+	// moves no slope, a leak, which raises the heap within every segment,
+	// does.
+	HeapSettle time.Duration
+	// HeapNoise (bytes) is the spread of one scrape of heap in use about
+	// its settled level, at most: each scrape lands anywhere in a GC cycle
+	// of a few seconds (0.4 to 1.0 MiB measured in four earlier runs). The slope is fitted to every settled scrape rather than to
+	// a floor (the lowest of each window), which would throw most of a
+	// short run's few scrapes away. A process's limit is the larger of
+	// HeapSlope and twice the slope's standard error, 2 HeapNoise /
+	// sqrt(Sxx): a short run resolves no finer.
+	HeapNoise float64
+	// HeapStep (bytes) bounds the steps: the floor (lowest scrape) of a
+	// process's last segment may exceed that of its first by at most
+	// HeapStep plus HeapSlope over the time between them, so that steps
+	// that pile up (a leak per relist) still fail.
+	HeapStep float64
 	// GoroutineReturn: within ReturnWindow after each fault, the goroutines
 	// must come back to at most their baseline plus this.
 	GoroutineReturn float64
@@ -95,10 +115,11 @@ func DefaultLimits(duration time.Duration) Limits {
 		// after the warm-up and the takeover.
 		MinSpan:         min(Warmup(duration), duration/5),
 		HeapSlope:       1 << 20,
-		HeapSettle:      4 << 20,
+		HeapSettle:      15 * time.Second,
+		HeapNoise:       1 << 20,
+		HeapStep:        10 << 20,
 		GoroutineSlope:  1,
 		FDSlope:         0.5,
-		FloorWindow:     min(time.Minute, duration/10),
 		GoroutineReturn: 10,
 		ReturnWindow:    2 * time.Minute,
 		FDFinal:         10,
@@ -144,9 +165,13 @@ func Slope(xs, ys []float64) (slope float64, ok bool) {
 // standby): a takeover adds workers and their goroutines, so each role has
 // a baseline of its own.
 type Stretch struct {
-	Slot    string
-	Gen     int
-	Leader  bool
+	Slot   string
+	Gen    int
+	Leader bool
+	// Since is when the process took this role: its first sample in it,
+	// judged or not (a stretch that starts at the warm-up's end took its
+	// role long before).
+	Since   time.Duration
 	Samples []Sample
 }
 
@@ -186,18 +211,24 @@ func Stretches(samples []Sample, warmup, processWarmup, end time.Duration) []Str
 		return int(a.At - b.At)
 	})
 	var out []Stretch
-	for _, x := range s {
+	// since is when the current sample's process took its role.
+	since, prev := time.Duration(0), Sample{}
+	for i, x := range s {
+		if i == 0 || x.Slot != prev.Slot || x.Gen != prev.Gen || x.Leader != prev.Leader {
+			since = x.At
+		}
+		prev = x
 		if x.At > end || x.At < warmup || x.At < x.Started+processWarmup {
 			continue
 		}
 		if n := len(out); n > 0 {
 			last := &out[n-1]
-			if last.Slot == x.Slot && last.Gen == x.Gen && last.Leader == x.Leader {
+			if last.Slot == x.Slot && last.Gen == x.Gen && last.Leader == x.Leader && last.Since == since {
 				last.Samples = append(last.Samples, x)
 				continue
 			}
 		}
-		out = append(out, Stretch{Slot: x.Slot, Gen: x.Gen, Leader: x.Leader, Samples: []Sample{x}})
+		out = append(out, Stretch{Slot: x.Slot, Gen: x.Gen, Leader: x.Leader, Since: since, Samples: []Sample{x}})
 	}
 	return out
 }
@@ -208,8 +239,8 @@ type StretchReport struct {
 	From, To time.Duration
 	// Judged is false for a stretch shorter than Limits.MinSpan.
 	Judged bool
-	// Slopes per minute (heap in bytes, of its floor).
-	HeapSlope, GoroutineSlope, FDSlope float64
+	// Slopes per minute (the heap is judged per process: HeapReport).
+	GoroutineSlope, FDSlope float64
 	// Baselines: the median of the first minute's samples.
 	HeapBase, GoroutineBase, FDBase float64
 	FDLast                          float64
@@ -219,13 +250,35 @@ type StretchReport struct {
 	Problems []string
 }
 
+// HeapReport is the verdict on one process's heap over its judged
+// stretches (Limits.HeapSettle).
+type HeapReport struct {
+	Name     string
+	From, To time.Duration
+	// Judged is false when the settled segments span less than
+	// Limits.MinSpan in all.
+	Judged bool
+	// Slope is the pooled within-segment slope (bytes per minute) over
+	// Segments segments spanning Fit in all; Rise is the floor of the last
+	// segment less that of the first (bytes), the steps included. StdErr
+	// is the slope's standard error for scrapes spread by
+	// Limits.HeapNoise, Limit the slope allowed.
+	Slope, StdErr, Limit float64
+	Segments             int
+	Fit                  time.Duration
+	Rise                 float64
+	Problems             []string
+}
+
 // Report is the verdict over every stretch.
 type Report struct {
 	Stretches []StretchReport
-	// Judged counts the stretches long enough to judge; Returns the
-	// (stretch, fault) pairs whose goroutines were checked.
-	Judged, Returns int
-	Problems        []string
+	Heaps     []HeapReport
+	// Judged counts the stretches long enough to judge, HeapJudged the
+	// processes whose heap was; Returns the (stretch, fault) pairs whose
+	// goroutines were checked.
+	Judged, HeapJudged, Returns int
+	Problems                    []string
 }
 
 // Pass is true when something was judged and nothing broke a limit.
@@ -234,7 +287,8 @@ func (r Report) Pass() bool { return r.Judged > 0 && len(r.Problems) == 0 }
 // Analyze judges the samples taken before end against l.
 func Analyze(samples []Sample, faults []Fault, end time.Duration, l Limits) Report {
 	var r Report
-	for _, st := range Stretches(samples, l.Warmup, l.ProcessWarmup, end) {
+	sts := Stretches(samples, l.Warmup, l.ProcessWarmup, end)
+	for _, st := range sts {
 		sr := judge(st, faults, l)
 		if sr.Judged {
 			r.Judged++
@@ -245,10 +299,75 @@ func Analyze(samples []Sample, faults []Fault, end time.Duration, l Limits) Repo
 		}
 		r.Stretches = append(r.Stretches, sr)
 	}
+	// Stretches come sorted by slot and generation: one process's are
+	// next to each other.
+	for i := 0; i < len(sts); {
+		j := i + 1
+		for j < len(sts) && sts[j].Slot == sts[i].Slot && sts[j].Gen == sts[i].Gen {
+			j++
+		}
+		hr := judgeHeap(sts[i:j], faults, l)
+		if hr.Judged {
+			r.HeapJudged++
+		}
+		for _, p := range hr.Problems {
+			r.Problems = append(r.Problems, hr.Name+": "+p)
+		}
+		r.Heaps = append(r.Heaps, hr)
+		i = j
+	}
 	if r.Judged == 0 {
 		r.Problems = append(r.Problems, fmt.Sprintf("no process stayed in one role for %v after the warm-up: nothing to judge", l.MinSpan))
+	} else if r.HeapJudged == 0 {
+		// A run whose faults left too little settled heap to fit would
+		// pass whatever the heap did.
+		r.Problems = append(r.Problems, fmt.Sprintf("no process's heap settled (%v after each fault and role change) for %v in all: the heap was not judged", l.HeapSettle, l.MinSpan))
 	}
 	return r
+}
+
+// judgeHeap judges one process's heap over its stretches.
+func judgeHeap(sts []Stretch, faults []Fault, l Limits) HeapReport {
+	last := sts[len(sts)-1].Samples
+	hr := HeapReport{Name: fmt.Sprintf("%s#%d", sts[0].Slot, sts[0].Gen), From: sts[0].Samples[0].At, To: last[len(last)-1].At}
+	var xs, ys [][]float64
+	var floors []float64
+	var floorAt []time.Duration
+	for _, st := range sts {
+		for _, seg := range Segments(st, faults, l.HeapSettle) {
+			var x, y []float64
+			lowest := seg[0]
+			for _, s := range seg {
+				x, y = append(x, s.At.Minutes()), append(y, s.Heap)
+				if s.Heap < lowest.Heap {
+					lowest = s
+				}
+			}
+			xs, ys = append(xs, x), append(ys, y)
+			floors, floorAt = append(floors, lowest.Heap), append(floorAt, lowest.At)
+			hr.Fit += seg[len(seg)-1].At - seg[0].At
+		}
+	}
+	hr.Segments = len(xs)
+	var sxx float64
+	hr.Slope, sxx, hr.Judged = PooledSlope(xs, ys)
+	hr.Judged = hr.Judged && hr.Fit >= l.MinSpan
+	if !hr.Judged {
+		return hr
+	}
+	hr.StdErr = l.HeapNoise / math.Sqrt(sxx)
+	hr.Limit = max(l.HeapSlope, 2*hr.StdErr)
+	if hr.Slope > hr.Limit {
+		hr.Problems = append(hr.Problems, fmt.Sprintf("heap grows %.2f MiB/min once settled (limit %.2f; fitted over %d segments, %v in all)",
+			hr.Slope/(1<<20), hr.Limit/(1<<20), hr.Segments, hr.Fit.Round(time.Second)))
+	}
+	hr.Rise = floors[len(floors)-1] - floors[0]
+	between := floorAt[len(floorAt)-1] - floorAt[0]
+	if limit := l.HeapStep + l.HeapSlope*between.Minutes(); hr.Rise > limit {
+		hr.Problems = append(hr.Problems, fmt.Sprintf("heap floor rises %.1f MiB in steps from %v to %v (limit %.1f: %.0f MiB plus %.0f MiB/min)",
+			hr.Rise/(1<<20), floorAt[0].Round(time.Second), floorAt[len(floorAt)-1].Round(time.Second), limit/(1<<20), l.HeapStep/(1<<20), l.HeapSlope/(1<<20)))
+	}
+	return hr
 }
 
 func judge(st Stretch, faults []Fault, l Limits) StretchReport {
@@ -259,15 +378,12 @@ func judge(st Stretch, faults []Fault, l Limits) StretchReport {
 	}
 	sr.Judged = true
 	first := ss[0].At
-	var mins, gs, fds, hs []float64
+	var mins, gs, fds []float64
 	for _, x := range ss {
 		mins = append(mins, x.At.Minutes())
 		gs = append(gs, x.Goroutines)
 		fds = append(fds, x.FDs)
-		hs = append(hs, x.Heap)
 	}
-	fx, fy := Floor(mins, hs, l.FloorWindow.Minutes())
-	sr.HeapSlope, _ = Slope(fx, fy)
 	sr.GoroutineSlope, _ = Slope(mins, gs)
 	sr.FDSlope, _ = Slope(mins, fds)
 	var head []Sample
@@ -281,9 +397,6 @@ func judge(st Stretch, faults []Fault, l Limits) StretchReport {
 	sr.FDBase = median(head, func(x Sample) float64 { return x.FDs })
 	sr.FDLast = ss[len(ss)-1].FDs
 
-	if limit := max(l.HeapSlope, l.HeapSettle/st.Span().Minutes()); sr.HeapSlope > limit {
-		sr.Problems = append(sr.Problems, fmt.Sprintf("heap floor grows %.2f MiB/min (limit %.2f over %v)", sr.HeapSlope/(1<<20), limit/(1<<20), st.Span()))
-	}
 	if sr.GoroutineSlope > l.GoroutineSlope {
 		sr.Problems = append(sr.Problems, fmt.Sprintf("goroutines grow %.2f/min (limit %.2f)", sr.GoroutineSlope, l.GoroutineSlope))
 	}
@@ -319,36 +432,67 @@ func judge(st Stretch, faults []Fault, l Limits) StretchReport {
 	return sr
 }
 
-// Floor returns, for each window of the given width along xs (sorted),
-// the x and y of the window's smallest y; a last window less than half
-// covered is left out.
-func Floor(xs, ys []float64, width float64) (fx, fy []float64) {
-	if len(xs) == 0 {
-		return nil, nil
+// Segments cuts a stretch's samples into its settled segments for the
+// heap: a sample is left out from a fault's start until settle after its
+// end, and until settle after the process took its role (Stretch.Since);
+// each fault's start ends a segment.
+func Segments(st Stretch, faults []Fault, settle time.Duration) [][]Sample {
+	var out [][]Sample
+	seg := -1
+	for _, x := range st.Samples {
+		if x.At < st.Since+settle {
+			continue
+		}
+		n, settled := 0, true
+		for _, f := range faults {
+			if f.At <= x.At {
+				n++
+			}
+			if x.At >= f.At && x.At < f.End+settle {
+				settled = false
+			}
+		}
+		if !settled {
+			continue
+		}
+		if n != seg || len(out) == 0 {
+			out = append(out, nil)
+			seg = n
+		}
+		out[len(out)-1] = append(out[len(out)-1], x)
 	}
-	start := xs[0]
-	best := -1
-	flush := func() {
-		if best >= 0 {
-			fx, fy = append(fx, xs[best]), append(fy, ys[best])
+	return out
+}
+
+// PooledSlope is the least-squares slope common to several groups of
+// points, each group on a line of its own level: the pooled within-group
+// slope, sum of the groups' Sxy over sum of their Sxx (returned: the
+// slope's standard error is the ys' spread over its square root). A step
+// between two groups moves it not at all; ok is false when no group has
+// two distinct xs.
+func PooledSlope(xs, ys [][]float64) (slope, sxx float64, ok bool) {
+	var sxy float64
+	for g := range xs {
+		x, y := xs[g], ys[g]
+		if len(x) < 2 || len(x) != len(y) {
+			continue
+		}
+		var mx, my float64
+		for i := range x {
+			mx += x[i]
+			my += y[i]
+		}
+		mx /= float64(len(x))
+		my /= float64(len(y))
+		for i := range x {
+			sxx += (x[i] - mx) * (x[i] - mx)
+			sxy += (x[i] - mx) * (y[i] - my)
 		}
 	}
-	for i := range xs {
-		for xs[i] >= start+width {
-			flush()
-			best = -1
-			start += width
-		}
-		if best < 0 || ys[i] < ys[best] {
-			best = i
-		}
+	if sxx == 0 {
+		return 0, 0, false
 	}
-	// A last window less than half full likely missed the GC's trough:
-	// its "floor" would be a peak of the sawtooth.
-	if xs[len(xs)-1]-start >= width/2 {
-		flush()
-	}
-	return fx, fy
+	return sxy / sxx, sxx, true
 }
 
 func median(ss []Sample, f func(Sample) float64) float64 {

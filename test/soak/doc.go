@@ -18,7 +18,7 @@ limitations under the License.
 // leader election on, every namespace watched, over thousands of Books for
 // DURATION under continuous churn (edits, deletes and recreates, ConfigMaps
 // tampered with and deleted, whole namespaces deleted and recreated) and
-// faults (kube-apiserver restarted, the leader SIGKILLed). Every 10 s it
+// faults (kube-apiserver restarted, the leader SIGKILLed). Every 5 s it
 // scrapes each replica's heap, goroutines, open FDs and queue depth. The
 // soak itself is soak_test.go (build tag soak); its judgement, analysis.go,
 // is pure and unit-tested by make test. The chart is drawn by

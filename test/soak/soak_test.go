@@ -110,8 +110,11 @@ func namespacePeriod(d time.Duration) time.Duration {
 const (
 	leaseNS = "soak-system"
 	leaseID = "book-controller-soak"
-	// sampleEvery is the scrape period.
-	sampleEvery = 10 * time.Second
+	// sampleEvery is the scrape period: each scrape of heap in use lands
+	// anywhere in a GC cycle, 1 MiB about its level (Limits.HeapNoise),
+	// and a 5-minute run's heap slope is fitted to the scrapes of about
+	// two settled minutes, so it needs them all the more often.
+	sampleEvery = 5 * time.Second
 	// opEvery paces the churn of single objects: ten changes a second, as
 	// much as the shared 2-core machine sustains next to two replicas and
 	// the control plane.
@@ -281,9 +284,14 @@ func TestSoak(t *testing.T) {
 		t.Errorf("writing the series: %v", err)
 	}
 	for _, sr := range report.Stretches {
-		t.Logf("soak: stretch %s %v..%v judged=%v heap floor %+.3f MiB/min (base %.1f MiB), goroutines %+.2f/min (base %.0f), FDs %+.2f/min (base %.0f, last %.0f), %d fault returns checked",
-			sr.Name, sr.From.Round(time.Second), sr.To.Round(time.Second), sr.Judged, sr.HeapSlope/(1<<20), sr.HeapBase/(1<<20),
+		t.Logf("soak: stretch %s %v..%v judged=%v heap base %.1f MiB, goroutines %+.2f/min (base %.0f), FDs %+.2f/min (base %.0f, last %.0f), %d fault returns checked",
+			sr.Name, sr.From.Round(time.Second), sr.To.Round(time.Second), sr.Judged, sr.HeapBase/(1<<20),
 			sr.GoroutineSlope, sr.GoroutineBase, sr.FDSlope, sr.FDBase, sr.FDLast, sr.Returns)
+	}
+	for _, hr := range report.Heaps {
+		t.Logf("soak: heap of %s %v..%v judged=%v settled slope %+.3f MiB/min (limit %.2f: 2 standard errors %.2f or 1) over %d segments (%v in all), floor rise %+.1f MiB",
+			hr.Name, hr.From.Round(time.Second), hr.To.Round(time.Second), hr.Judged, hr.Slope/(1<<20), hr.Limit/(1<<20), 2*hr.StdErr/(1<<20),
+			hr.Segments, hr.Fit.Round(time.Second), hr.Rise/(1<<20))
 	}
 	for _, p := range report.Problems {
 		t.Errorf("soak: %s", p)
@@ -302,9 +310,9 @@ func TestSoak(t *testing.T) {
 	// One line for .ci/run's summary: written to summary.txt, which make
 	// test-soak prints after the test, since go test shows a passing
 	// package's output only under -v.
-	line := fmt.Sprintf("soak: %v, %d Books (%d lost, %d not Ready, %d extra; converged %v after the churn), %d changes, %d namespace cycles, faults: %d API server restarts + %d leader kills, %d unexpected exits, %d kube-controller-manager restarts for %d Books waiting for the garbage collector; warm-up %v, %d stretches judged, %d fault returns; %s; %s\n",
+	line := fmt.Sprintf("soak: %v, %d Books (%d lost, %d not Ready, %d extra; converged %v after the churn), %d changes, %d namespace cycles, faults: %d API server restarts + %d leader kills, %d unexpected exits, %d kube-controller-manager restarts for %d Books waiting for the garbage collector; warm-up %v, %d stretches judged, %d processes' heap judged, %d fault returns; %s; %s\n",
 		cfg.duration, cfg.books, lost, notReady, extra, settled.Round(time.Second), s.ops.Load(), s.nsCycles.Load(),
-		kinds["apiserver-restart"], kinds["leader-kill"], s.unexpectedExits.Load(), s.gcRestarts.Load(), s.gcWaiters.Load(), limits.Warmup, report.Judged, report.Returns,
+		kinds["apiserver-restart"], kinds["leader-kill"], s.unexpectedExits.Load(), s.gcRestarts.Load(), s.gcWaiters.Load(), limits.Warmup, report.Judged, report.HeapJudged, report.Returns,
 		worst(report), result)
 	t.Log(line)
 	if err := os.WriteFile(filepath.Join(cfg.out, "summary.txt"), []byte(line), 0o644); err != nil {
@@ -340,8 +348,8 @@ func (s *soak) onlyGCWaiters() bool {
 	return err == nil && lost == 0 && extra == 0 && notReady > 0 && notReady == waiting
 }
 
-// worst sums up the stretches' figures: the largest slopes and the
-// baselines of the longest judged stretch.
+// worst sums up the figures: the largest slopes (the heap's of the
+// processes judged) and the baselines of the longest judged stretch.
 func worst(r Report) string {
 	var heap, gor, fd float64
 	var longest StretchReport
@@ -351,9 +359,9 @@ func worst(r Report) string {
 			continue
 		}
 		if !found {
-			heap, gor, fd = sr.HeapSlope, sr.GoroutineSlope, sr.FDSlope
+			gor, fd = sr.GoroutineSlope, sr.FDSlope
 		}
-		heap, gor, fd = max(heap, sr.HeapSlope), max(gor, sr.GoroutineSlope), max(fd, sr.FDSlope)
+		gor, fd = max(gor, sr.GoroutineSlope), max(fd, sr.FDSlope)
 		if !found || sr.To-sr.From > longest.To-longest.From {
 			longest = sr
 		}
@@ -362,7 +370,16 @@ func worst(r Report) string {
 	if !found {
 		return "no stretch judged"
 	}
-	return fmt.Sprintf("max slopes: heap %+.3f MiB/min, goroutines %+.2f/min, FDs %+.2f/min; baselines (%s): heap %.1f MiB, %.0f goroutines, %.0f FDs",
+	heapFound := false
+	for _, hr := range r.Heaps {
+		if hr.Judged {
+			if !heapFound || hr.Slope > heap {
+				heap = hr.Slope
+			}
+			heapFound = true
+		}
+	}
+	return fmt.Sprintf("max slopes: heap %+.3f MiB/min (settled), goroutines %+.2f/min, FDs %+.2f/min; baselines (%s): heap %.1f MiB, %.0f goroutines, %.0f FDs",
 		heap/(1<<20), gor, fd, longest.Name, longest.HeapBase/(1<<20), longest.GoroutineBase, longest.FDBase)
 }
 
