@@ -137,8 +137,10 @@ func newDemo(kubeconfig, manifests string) (*demo, error) {
 		return nil, err
 	}
 	d.examplesDir = filepath.Join(manifests, "examples")
+	// fork:begin v2
 	// The examples of the controller's version; examples/ holds v1's.
-	d.examplesDir = filepath.Join(d.examplesDir, "v2") // fork:line v2
+	d.examplesDir = filepath.Join(d.examplesDir, "v2")
+	// fork:end v2
 	files, err := filepath.Glob(filepath.Join(d.examplesDir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return nil, fmt.Errorf("no example Books in %s: run from the repository root or pass -manifests", d.examplesDir)

@@ -114,7 +114,7 @@ func TestForeignConfigMaps(t *testing.T) {
 			cm.OwnerReferences = []metav1.OwnerReference{ownerRef}
 		case forged:
 			cm.Labels = map[string]string{controller.ManagedByLabel: controller.ManagedByValue, controller.BookLabel: name}
-			cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "webapp.ydzs.io/v1", Kind: "Book", Name: name,
+			cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "webapp.ydzs.io/v2", Kind: "Book", Name: name,
 				UID: uuid.NewUUID(), Controller: &yes, BlockOwnerDeletion: &yes}}
 		}
 		created, err := cms.Create(ctx, cm, metav1.CreateOptions{})

@@ -211,7 +211,7 @@ func TestForgedOwnerReferenceIsNotAdopted(t *testing.T) {
 			Name: "forged", Namespace: ns,
 			Labels: map[string]string{"app.kubernetes.io/managed-by": "book-controller", "webapp.ydzs.io/book": "forged"},
 			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "webapp.ydzs.io/v1", Kind: "Book", Name: "forged",
+				APIVersion: "webapp.ydzs.io/v2", Kind: "Book", Name: "forged",
 				UID: "00000000-0000-0000-0000-000000000000", Controller: &yes,
 			}},
 		},

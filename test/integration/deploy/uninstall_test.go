@@ -160,7 +160,7 @@ func seedBook(t *testing.T, ns, name string) {
 	yes := true
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: "webapp.ydzs.io/v1", Kind: "Book", Name: name, UID: book.UID, Controller: &yes, BlockOwnerDeletion: &yes,
+			APIVersion: "webapp.ydzs.io/v2", Kind: "Book", Name: name, UID: book.UID, Controller: &yes, BlockOwnerDeletion: &yes,
 		}}},
 		Data: map[string]string{"title": "Dune", "price": "10"},
 	}

@@ -56,9 +56,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 
+	// fork:begin v2
 	// A v1 request is answered with the deprecation warning: not logged
 	// every time.
-	rest.SetDefaultWarningHandler(rest.NoWarnings{}) // fork:line v2
+	rest.SetDefaultWarningHandler(rest.NoWarnings{})
+	// fork:end v2
 
 	// The control plane starts without the Book CRD so that both binaries
 	// can be seen refusing to start; TestParity installs it.

@@ -314,7 +314,7 @@ func scenarios(t *testing.T, im impl) map[string]bookState {
 	forged, err := cms.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "book-c", Namespace: ns, Finalizers: []string{holdFinalizer},
 			Labels: map[string]string{managedByLabel: "book-controller", bookLabel: "book-c"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "webapp.ydzs.io/v1", Kind: "Book", Name: "book-c",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "webapp.ydzs.io/v2", Kind: "Book", Name: "book-c",
 				UID: uuid.NewUUID(), Controller: ptr.To(true)}}},
 		Data: map[string]string{"title": "forged", "price": "0"},
 	}, metav1.CreateOptions{})

@@ -101,9 +101,12 @@ func TestShardCountRollingChange(t *testing.T) {
 	for _, r := range fresh {
 		// A line per change of the Leases waited for ({0, 1}, {1} while
 		// the first old replica's shard was free, {0, 1}), not per retry;
-		// and one once they were gone.
-		if n := r.CountLines("waiting for them to stop"); n < 1 || n > 3 {
-			t.Errorf("%s logged %d lines saying it waits, want 1 to 3", r.Name, n)
+		// and one once they were gone. The last old replica releases its
+		// two Leases one after the other, milliseconds apart: a check in
+		// between sees the one not yet released alone, a fourth line
+		// (seen in make test-fork on a loaded machine, 2026-12-06).
+		if n := r.CountLines("waiting for them to stop"); n < 1 || n > 4 {
+			t.Errorf("%s logged %d lines saying it waits, want 1 to 4", r.Name, n)
 		}
 		if n := r.CountLines("No replica with another --shards holds a shard Lease any more"); n != 1 {
 			t.Errorf("%s logged %d lines saying it stopped waiting, want 1", r.Name, n)
