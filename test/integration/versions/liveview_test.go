@@ -37,9 +37,8 @@ import (
 // checkConversionsShown: with the controller's live view on (pkg/ui),
 // after a v2 Book is created and listed as v1, its JSON shows the API
 // server's ConversionReview to the controller's webhook: a success, v2 to
-// v1, naming that Book; none failed; and the journey of the Book the
-// controller synced (name, in ns) has conversions: the v1 watch cache's,
-// of each of the controller's v2 writes.
+// v1, naming that Book; and none failed. The controller itself reads and
+// writes v2, so no conversion is its own.
 func checkConversionsShown(t *testing.T, uiAddr, ns, name string) {
 	t.Helper()
 	ctx := t.Context()
@@ -87,10 +86,6 @@ func checkConversionsShown(t *testing.T, uiAddr, ns, name string) {
 	t.Logf("conversion reviews: %d (%d before the create), results %v, objects %d", c.Reviews, before, c.Results, c.Objects)
 	if c.Results["success"] != c.Reviews {
 		t.Errorf("results %v of %d reviews, want all successes", c.Results, c.Reviews)
-	}
-	j := getJSON[ui.Journey](t, uiAddr, "/api/journeys/"+ns+"/"+name)
-	if j.Conversions == 0 || !slices.ContainsFunc(j.Path, func(s ui.Step) bool { return s.Kind == "conversion" }) {
-		t.Errorf("the journey of %s/%s has no conversion (%d steps, %d conversions)", ns, name, len(j.Path), j.Conversions)
 	}
 }
 
