@@ -57,21 +57,32 @@ func (e *Env) NotReady(ctx context.Context, ns string) (bad []string, total int,
 	if err != nil {
 		return nil, 0, fmt.Errorf("listing the Books in %s: %w", ns, err)
 	}
-	for i := range list.Items {
-		if !IsReady(&list.Items[i]) {
-			bad = append(bad, list.Items[i].Name)
+	bad, total = notReady(list.Items)
+	return bad, total, nil
+}
+
+// notReady is NotReady of a list already read.
+func notReady(books []webappv2.Book) (bad []string, total int) {
+	for i := range books {
+		if !IsReady(&books[i]) {
+			bad = append(bad, books[i].Name)
 		}
 	}
 	slices.Sort(bad)
-	return bad, len(list.Items), nil
+	return bad, len(books)
 }
 
 // BooksReady is a check that ns holds exactly n Books and every one is
 // Ready for its generation. It lists the namespace instead of getting each
 // Book: there may be thousands.
 func (e *Env) BooksReady(ns string, n int) poll.Check {
+	return booksReady(ns, n, e.NotReady)
+}
+
+// booksReady is BooksReady with notReady listing the Books.
+func booksReady(ns string, n int, notReady func(context.Context, string) ([]string, int, error)) poll.Check {
 	return func(ctx context.Context) error {
-		bad, total, err := e.NotReady(ctx, ns)
+		bad, total, err := notReady(ctx, ns)
 		if err != nil {
 			return err
 		}

@@ -70,24 +70,20 @@ func (e *Env) CreateAllV1(t testing.TB, books []*webappv1.Book) []*webappv1.Book
 }
 
 // BooksReadyV1 is BooksReady through v1, for a CRD that serves v1 alone
-// (V1OnlyCRD, the releases before v2).
+// (V1OnlyCRD, the releases before v2). v1's status is v2's.
 func (e *Env) BooksReadyV1(ns string, n int) poll.Check {
-	return func(ctx context.Context) error {
+	return booksReady(ns, n, func(ctx context.Context, ns string) ([]string, int, error) {
 		list, err := e.Books.WebappV1().Books(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return fmt.Errorf("listing the Books in %s as v1: %w", ns, err)
+			return nil, 0, fmt.Errorf("listing the Books in %s as v1: %w", ns, err)
 		}
-		var bad []string
-		for i := range list.Items {
-			b := &list.Items[i]
-			if !IsReady(&webappv2.Book{ObjectMeta: b.ObjectMeta, Status: webappv2.BookStatus(b.Status)}) {
-				bad = append(bad, b.Name)
-			}
+		books := make([]webappv2.Book, len(list.Items))
+		for i, b := range list.Items {
+			books[i] = webappv2.Book{ObjectMeta: b.ObjectMeta, Status: webappv2.BookStatus(b.Status)}
 		}
-		slices.Sort(bad)
-		return poll.Done(len(list.Items) == n && len(bad) == 0, "%s: %d Books (want %d), %d not Ready for their generation: %v",
-			ns, len(list.Items), n, len(bad), bad[:min(len(bad), 10)])
-	}
+		bad, total := notReady(books)
+		return bad, total, nil
+	})
 }
 
 // SwitchCRD gives the installed Book CRD the spec of manifests/<file>, as
