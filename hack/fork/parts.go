@@ -60,7 +60,7 @@ var parts = map[string]part{
 			"test/bench/conversion.go", "test/bench/conversion_report.go", "test/bench/conversion_test.go",
 			"docs/bench/conversion.md", "docs/bench/conversion.json",
 			"docs/bench/conversion-no-watch-cache.md", "docs/bench/conversion-no-watch-cache.json",
-			"test/bench/migration.go", "test/bench/migration_report.go", "test/bench/migration_test.go",
+			"test/bench/migration.go", "test/bench/v1phase.go", "test/bench/v1phase_test.go", "test/bench/migration_report.go", "test/bench/migration_test.go",
 			"docs/bench/migration.md", "docs/bench/migration.json",
 		},
 		// v2's examples become the examples.

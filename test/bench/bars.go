@@ -118,6 +118,11 @@ func bars(res *Result) []*Bar {
 		{name: "ours / twin-tuned (peak RSS, backlog)", target: "≤ 0.8 at N ≥ 10000", ok: le(0.8), minN: 10000, value: ratio("ours-backlog", "twin-tuned-backlog", rss, mibs)},
 		{name: "ours / twin-default (peak RSS, backlog)", target: "≤ 0.6 at N ≥ 10000", ok: le(0.6), minN: 10000, value: ratio("ours-backlog", "twin-default-backlog", rss, mibs)},
 		{name: "ours / twin-default (Books/s, backlog)", target: "≥ 2.0", ok: ge(2.0), value: ratio("ours-backlog", "twin-default-backlog", rate, perSec)},
+		// fork:begin v2
+		// Issue 38: v2, served beside v1 through the webhook, converges as
+		// fast as the last release did with v1 alone.
+		{name: "ours (v2) / " + v1Release + " (v1 only) (Books/s, backlog)", target: "≥ 0.95", ok: ge(0.95), value: ratio("ours-backlog", v1Phase, rate, perSec)},
+		// fork:end v2
 		{name: "ours capacity at " + p99 + " / best live ceiling", target: "≥ 0.7", ok: ge(0.7), value: capacity("ours", true)},
 		{name: "ours capacity − twin-tuned capacity (fractions of the live ceiling)", target: "≥ 0", ok: ge(0), value: func(r *Round) (float64, string, bool) {
 			a, b := r.capacityOf("ours"), r.capacityOf("twin-tuned")
@@ -176,6 +181,7 @@ func bars(res *Result) []*Bar {
 		{name: "ours / twin-same (Books/s, backlog)", value: ratio("ours-backlog", "twin-same-backlog", rate, perSec)},
 		{name: "ours / twin-same (CPU per Book, backlog)", value: ratio("ours-backlog", "twin-same-backlog", cpu, secs)},
 		{name: "ours / twin-default (CPU per Book, backlog)", value: ratio("ours-backlog", "twin-default-backlog", cpu, secs)},
+		{name: "ours (v2) / " + v1Release + " (v1 only) (CPU per Book, backlog)", value: ratio("ours-backlog", v1Phase, cpu, secs)}, // fork:line v2
 	}
 	specs = append(specs, scaleBars()...)
 	var out []*Bar
@@ -262,7 +268,9 @@ type Cost struct {
 // over an empty namespace, the marginal RSS per cached Book leaves it out.
 func costs(res *Result) []*Cost {
 	var out []*Cost
-	for _, config := range []string{"ours", "twin-tuned", "twin-same", "twin-default"} {
+	configs := []string{"ours", "twin-tuned", "twin-same", "twin-default"}
+	configs = append(configs, "v1") // fork:line v2
+	for _, config := range configs {
 		var ps []*Phase
 		var idle []float64
 		for _, r := range res.Rounds {

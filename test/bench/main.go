@@ -292,6 +292,12 @@ type env struct {
 	res      *Result
 	progress *progress
 	round    int // the round running, for names
+	// fork:begin v2
+	// v1 is the last v1-only release's controller (v1phase.go), and
+	// stopConversion stops the test conversion webhook while one runs.
+	v1             string
+	stopConversion func()
+	// fork:end v2
 }
 
 func run(ctx context.Context, o options) error {
@@ -332,22 +338,9 @@ func run(ctx context.Context, o options) error {
 	// fork:end v2
 
 	if o.warmUp {
-		// A fresh API server starts each resource's watch cache small, and
-		// with it every watcher's buffer (10 events); a watcher that falls
-		// behind is closed, and an informer whose re-watch is closed at once
-		// backs off for about a second. One unmeasured round gives the first
-		// measured phase a server like the later ones meet.
 		res.WarmUp = true
-		logf("warm-up (not measured): the load generator over %d Books", o.n)
-		p, err := e.ceilingPhase(ctx, "warm-up", o.c, false)
-		if p != nil {
-			if derr := e.deleteNamespace(ctx, p); derr != nil && err == nil {
-				err = derr
-			}
-			logf("warm-up: %s", p.summary())
-		}
-		if err != nil {
-			return fmt.Errorf("warm-up: %w", err)
+		if err := e.warmUp(ctx, "warm-up"); err != nil {
+			return err
 		}
 	}
 
@@ -365,6 +358,27 @@ func run(ctx context.Context, o options) error {
 	}
 	res.Finished = time.Now().UTC().Format(time.RFC3339)
 	return score(o, res)
+}
+
+// warmUp runs the load generator over N Books, unmeasured. A fresh API
+// server (or a new CRD) starts each resource's watch cache small, and with
+// it every watcher's buffer (10 events); a watcher that falls behind is
+// closed, and an informer whose re-watch is closed at once backs off for
+// about a second. One unmeasured round gives the first measured phase a
+// server like the later ones meet.
+func (e *env) warmUp(ctx context.Context, why string) error {
+	logf("%s (not measured): the load generator over %d Books", why, e.o.n)
+	p, err := e.ceilingPhase(ctx, "warm-up", e.o.c, false)
+	if p != nil {
+		if derr := e.deleteNamespace(ctx, p); derr != nil && err == nil {
+			err = derr
+		}
+		logf("%s: %s", why, p.summary())
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", why, err)
+	}
+	return nil
 }
 
 // score computes the bars and costs of res and writes its report.
@@ -422,6 +436,11 @@ func (e *env) build(ctx context.Context) error {
 			return fmt.Errorf("building %s: %w", b.pkg, err)
 		}
 	}
+	// fork:begin v2
+	if err := e.buildV1(); err != nil {
+		return err
+	}
+	// fork:end v2
 	e.defaults = readDefaults(e.ours)
 	if e.o.workers > 0 {
 		e.defaults.workers = e.o.workers
@@ -523,12 +542,17 @@ func (e *env) connect(ctx context.Context) (func(), error) {
 		// the webhook must answer for the whole run, whichever controller
 		// runs: the test environments' process (framework.ServeConversion).
 		// -conversion measures the controller's own webhook instead.
-		stopConversion, err := framework.ServeConversion(ctx, e.kubecfg)
-		if err != nil {
+		if e.stopConversion, err = framework.ServeConversion(ctx, e.kubecfg); err != nil {
 			return stop, err
 		}
 		stopCluster := stop
-		stop = func() { stopConversion(); stopCluster() }
+		stop = func() {
+			// v1-backlog restarts the webhook when it swaps the CRDs.
+			if e.stopConversion != nil {
+				e.stopConversion()
+			}
+			stopCluster()
+		}
 	}
 	// fork:end v2
 	return stop, nil

@@ -36,11 +36,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"ydzs.io/book-controller/internal/poll"
 	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
 	"ydzs.io/book-controller/pkg/controller"
+	"ydzs.io/book-controller/pkg/generated/clientset/versioned"
 	"ydzs.io/book-controller/test/integration/framework"
 )
 
@@ -106,20 +108,74 @@ type readyWatch struct {
 // every test counts it.
 func isReady(b *webappv2.Book) bool { return framework.IsReady(b) }
 
+// readySource is the Book API a readyWatch lists and watches: v2, or v1
+// for the v1-only release (v1phase.go).
+type readySource struct {
+	// list calls observe for each Book listed and returns the list's
+	// resourceVersion.
+	list  func(ctx context.Context, observe func(name string, ready bool)) (string, error)
+	watch func(ctx context.Context, rv string) (watch.Interface, error)
+	// object is an event's Book: its name, resourceVersion and whether it
+	// is Ready; ok is false for an object that is no Book.
+	object func(obj kruntime.Object) (name, rv string, ready, ok bool)
+}
+
+// v2Source lists and watches the Books of ns through v2.
+func v2Source(books versioned.Interface, ns string) readySource {
+	client := books.WebappV2().Books(ns)
+	return typedSource(client.List, client.Watch, func(l *webappv2.BookList) ([]webappv2.Book, string) {
+		return l.Items, l.ResourceVersion
+	}, isReady)
+}
+
+// typedSource is the readySource of one version's typed client: list and
+// watch are its methods, items a list's Books and resourceVersion, ready
+// the check of one Book.
+func typedSource[B any, PB interface {
+	*B
+	kruntime.Object
+	GetName() string
+	GetResourceVersion() string
+}, L any](
+	list func(context.Context, metav1.ListOptions) (L, error),
+	watchBooks func(context.Context, metav1.ListOptions) (watch.Interface, error),
+	items func(L) ([]B, string), ready func(PB) bool,
+) readySource {
+	return readySource{
+		list: func(ctx context.Context, observe func(string, bool)) (string, error) {
+			l, err := list(ctx, metav1.ListOptions{})
+			if err != nil {
+				return "", err
+			}
+			books, rv := items(l)
+			for i := range books {
+				b := PB(&books[i])
+				observe(b.GetName(), ready(b))
+			}
+			return rv, nil
+		},
+		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
+			return watchBooks(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+		},
+		object: func(obj kruntime.Object) (string, string, bool, bool) {
+			b, ok := obj.(PB)
+			if !ok {
+				return "", "", false, false
+			}
+			return b.GetName(), b.GetResourceVersion(), ready(b), true
+		},
+	}
+}
+
 func (e *env) watchReady(ctx context.Context, ns string, n int) (*readyWatch, error) {
+	return watchReadyFrom(ctx, v2Source(e.watch, ns), n)
+}
+
+// watchReadyFrom starts a readyWatch on src for n Books.
+func watchReadyFrom(ctx context.Context, src readySource, n int) (*readyWatch, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &readyWatch{readyAt: map[string]time.Time{}, n: n, all: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
-	client := e.watch.WebappV2().Books(ns)
-	list := func() (string, error) {
-		l, err := client.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return "", err
-		}
-		for i := range l.Items {
-			w.observe(&l.Items[i])
-		}
-		return l.ResourceVersion, nil
-	}
+	list := func() (string, error) { return src.list(ctx, w.observe) }
 	rv, err := list()
 	if err != nil {
 		cancel()
@@ -128,7 +184,7 @@ func (e *env) watchReady(ctx context.Context, ns string, n int) (*readyWatch, er
 	go func() {
 		defer close(w.done)
 		for ctx.Err() == nil {
-			wi, err := client.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+			wi, err := src.watch(ctx, rv)
 			if err != nil {
 				time.Sleep(100 * time.Millisecond)
 				if rv, err = list(); err != nil {
@@ -142,10 +198,10 @@ func (e *env) watchReady(ctx context.Context, ns string, n int) (*readyWatch, er
 					expired = true
 					break
 				}
-				if b, ok := ev.Object.(*webappv2.Book); ok {
-					rv = b.ResourceVersion
+				if name, objRV, ready, ok := src.object(ev.Object); ok {
+					rv = objRV
 					if ev.Type != watch.Bookmark {
-						w.observe(b)
+						w.observe(name, ready)
 					}
 				}
 			}
@@ -160,17 +216,18 @@ func (e *env) watchReady(ctx context.Context, ns string, n int) (*readyWatch, er
 	return w, nil
 }
 
-func (w *readyWatch) observe(b *webappv2.Book) {
-	if !isReady(b) {
+// observe records the first time the Book called name is seen Ready.
+func (w *readyWatch) observe(name string, ready bool) {
+	if !ready {
 		return
 	}
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, seen := w.readyAt[b.Name]; seen {
+	if _, seen := w.readyAt[name]; seen {
 		return
 	}
-	w.readyAt[b.Name] = now
+	w.readyAt[name] = now
 	if len(w.readyAt) == w.n {
 		close(w.all)
 	}
@@ -236,14 +293,10 @@ func (e *env) createBooks(ctx context.Context, ns string, n, c int, r float64) (
 	at := make([]time.Time, n)
 	issued, err := work(ctx, n, c, r, func(i int) error {
 		var b *webappv2.Book
-		var err error
-		for try := 0; try < 5; try++ {
+		err := withRetries(func() (err error) {
 			b, err = e.books.WebappV2().Books(ns).Create(ctx, newBook(ns, i), metav1.CreateOptions{})
-			if err == nil {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -258,6 +311,20 @@ func (e *env) createBooks(ctx context.Context, ns string, n, c int, r float64) (
 		out.createdAt[bookName(i)] = t
 	}
 	return out, nil
+}
+
+// withRetries calls create up to five times, 50 ms apart, until it
+// succeeds: a Create the shared API server fails now and then must not end
+// a phase.
+func withRetries(create func() error) error {
+	var err error
+	for range 5 {
+		if err = create(); err == nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return err
 }
 
 // work runs do(0) … do(n-1) on c goroutines, handing the indexes out at r
@@ -327,8 +394,8 @@ func (e *env) prepare(ctx context.Context, p *Phase) error {
 // arm is what a phase does right before its t = 0: it starts the watch
 // that sees the namespace's Books become Ready, waits for a quiet machine,
 // and reads the control plane's CPU. The caller stops the watch.
-func (e *env) arm(ctx context.Context, p *Phase) (*readyWatch, map[string]float64, error) {
-	w, err := e.watchReady(ctx, p.Namespace, e.o.n)
+func (e *env) arm(ctx context.Context, p *Phase, src readySource) (*readyWatch, map[string]float64, error) {
+	w, err := watchReadyFrom(ctx, src, e.o.n)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -473,20 +540,46 @@ func (e *env) newPhase(name, mode string, s controllerSpec) *Phase {
 // logName names a phase's files in the work directory.
 func (e *env) logName(phase string) string { return fmt.Sprintf("r%d-%s", e.round, phase) }
 
+// bookAPI is the API version a backlog phase creates and watches its Books
+// through: v2, or v1 for the v1-only release (v1phase.go).
+type bookAPI struct {
+	// precreate creates n Books in ns before the controller starts.
+	precreate func(ctx context.Context, ns string, n int) error
+	// source lists and watches the Books of ns.
+	source func(ns string) readySource
+}
+
+// v2Books creates and watches Books through v2, the stored version.
+func (e *env) v2Books() bookAPI {
+	return bookAPI{
+		precreate: func(ctx context.Context, ns string, n int) error {
+			_, err := e.createBooks(ctx, ns, n, e.o.preCreateConcy, 0)
+			return err
+		},
+		source: func(ns string) readySource { return v2Source(e.watch, ns) },
+	}
+}
+
 // backlogPhase creates N Books with no controller, then starts one: the time
 // from its start until every Book is Ready, the figure comparable with the
 // API ceiling (same starting point, same writes per Book).
 func (e *env) backlogPhase(ctx context.Context, name string, s controllerSpec) (*Phase, error) {
+	return e.backlogPhaseOf(ctx, name, s, e.v2Books())
+}
+
+// backlogPhaseOf is backlogPhase with its Books created and watched
+// through api.
+func (e *env) backlogPhaseOf(ctx context.Context, name string, s controllerSpec, api bookAPI) (*Phase, error) {
 	p := e.newPhase(name, "backlog", s)
 	if err := e.prepare(ctx, p); err != nil {
 		return p, err
 	}
 	t := time.Now()
-	if _, err := e.createBooks(ctx, p.Namespace, e.o.n, e.o.preCreateConcy, 0); err != nil {
+	if err := api.precreate(ctx, p.Namespace, e.o.n); err != nil {
 		return p, err
 	}
 	p.CreateSeconds = round(time.Since(t).Seconds(), 3)
-	w, cpu0, err := e.arm(ctx, p)
+	w, cpu0, err := e.arm(ctx, p, api.source(p.Namespace))
 	if err != nil {
 		return p, err
 	}
@@ -531,7 +624,7 @@ func (e *env) ceilingPhase(ctx context.Context, name string, c int, withEvents b
 	}
 	books := cr.books
 	p.CreateSeconds = round(time.Since(t).Seconds(), 3)
-	w, cpu0, err := e.arm(ctx, p)
+	w, cpu0, err := e.arm(ctx, p, v2Source(e.watch, p.Namespace))
 	if err != nil {
 		return p, err
 	}
@@ -581,7 +674,7 @@ func (e *env) liveCeilingPhase(ctx context.Context, name string, c int, pace flo
 	if err := e.prepare(ctx, p); err != nil {
 		return p, err
 	}
-	w, cpu0, err := e.arm(ctx, p)
+	w, cpu0, err := e.arm(ctx, p, v2Source(e.watch, p.Namespace))
 	if err != nil {
 		return p, err
 	}

@@ -39,15 +39,20 @@ import (
 // (restartlive.go); "failover-live" the same with a warm standby taking over
 // from a killed leader (failoverlive.go); "ours-ui-backlog" and
 // "ours-ui-live" run ours with the live view on and one client subscribed
-// to its event stream.
+// to its event stream; "v1-backlog" is the backlog phase of the last
+// v1-only release under its own CRD (v1phase.go).
 var allPhases = []string{"ceiling", "ceiling-live", "ceiling-events",
 	"ours-backlog", "ours-ui-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
-	"ours-live", "ours-ui-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity", "restart-live", "failover-live", "restart-watchlist-off"}
+	"ours-live", "ours-ui-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity", "restart-live", "failover-live", "restart-watchlist-off",
+	"v1-backlog", // fork:line v2
+}
 
 // defaultPhases leave out what no bar needs.
 var defaultPhases = []string{"ceiling", "ceiling-live",
 	"ours-backlog", "ours-ui-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
-	"ours-live", "ours-ui-live", "restart", "twin-tuned-live", "capacity"}
+	"ours-live", "ours-ui-live", "restart", "twin-tuned-live", "capacity",
+	"v1-backlog", // fork:line v2
+}
 
 // largeN is where "default" becomes largePhases: the ceiling sweeps, the
 // live and capacity phases and the scaffold twins would take hours there,
@@ -169,6 +174,11 @@ func (e *env) plan() []unit {
 			return []*Phase{p}, err
 		}})
 	}
+	// fork:begin v2
+	if sel[v1Phase] {
+		units = append(units, unit{v1Phase, e.v1BacklogUnit})
+	}
+	// fork:end v2
 	for _, live := range []struct {
 		phase string
 		run   func(context.Context, []string) (*Phase, []*LiveRestart, error)

@@ -35,6 +35,15 @@ import (
 // BookCRD is the name of the Book CustomResourceDefinition.
 const BookCRD = "books.webapp.ydzs.io"
 
+// LastV1Release is the last release that serves webapp.ydzs.io/v1 alone, and
+// LastV1Commit the commit CHANGELOG.md gives for it (the upgrade test checks
+// that the two agree): the old controller of the upgrade test, and the v1
+// figure test/bench's v1-backlog phase measures.
+const (
+	LastV1Release = "v0.9.0"
+	LastV1Commit  = "b8d669c"
+)
+
 // V1OnlyCRD is the Book CRD as the releases before v2 installed it (v0.9.0,
 // CHANGELOG.md's last v1-only release): manifests/crd.yaml's v1 alone,
 // stored and not deprecated, without conversion. Tests of the storage
@@ -78,12 +87,21 @@ func (e *Env) BooksReadyV1(ns string, n int) poll.Check {
 			return nil, 0, fmt.Errorf("listing the Books in %s as v1: %w", ns, err)
 		}
 		books := make([]webappv2.Book, len(list.Items))
-		for i, b := range list.Items {
-			books[i] = webappv2.Book{ObjectMeta: b.ObjectMeta, Status: webappv2.BookStatus(b.Status)}
+		for i := range list.Items {
+			books[i] = *statusAsV2(&list.Items[i])
 		}
 		bad, total := notReady(books)
 		return bad, total, nil
 	})
+}
+
+// IsReadyV1 is IsReady for a Book read through v1.
+func IsReadyV1(b *webappv1.Book) bool { return IsReady(statusAsV2(b)) }
+
+// statusAsV2 is b's metadata and status as a v2 Book, for the checks of
+// readiness, which read only those: v1's status is v2's.
+func statusAsV2(b *webappv1.Book) *webappv2.Book {
+	return &webappv2.Book{ObjectMeta: b.ObjectMeta, Status: webappv2.BookStatus(b.Status)}
 }
 
 // SwitchCRD gives the installed Book CRD the spec of manifests/<file>, as

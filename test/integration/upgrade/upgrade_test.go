@@ -41,8 +41,8 @@ import (
 // lastV1Release is the last release that serves only webapp.ydzs.io/v1, at
 // the commit CHANGELOG.md gives for it.
 const (
-	lastV1Release = "v0.9.0"
-	lastV1Commit  = "b8d669c"
+	lastV1Release = framework.LastV1Release
+	lastV1Commit  = framework.LastV1Commit
 )
 
 // upgradeBooks are created, from the release's v1 examples, before the
