@@ -181,7 +181,11 @@ func bars(res *Result) []*Bar {
 		{name: "ours / twin-same (Books/s, backlog)", value: ratio("ours-backlog", "twin-same-backlog", rate, perSec)},
 		{name: "ours / twin-same (CPU per Book, backlog)", value: ratio("ours-backlog", "twin-same-backlog", cpu, secs)},
 		{name: "ours / twin-default (CPU per Book, backlog)", value: ratio("ours-backlog", "twin-default-backlog", cpu, secs)},
-		{name: "ours (v2) / " + v1Release + " (v1 only) (CPU per Book, backlog)", value: ratio("ours-backlog", v1Phase, cpu, secs)}, // fork:line v2
+		// fork:begin v2
+		{name: "ours (v2) / " + v1Release + " (v1 only) (CPU per Book, backlog)", value: ratio("ours-backlog", v1Phase, cpu, secs)},
+		{name: "ours, v1 not served / " + v1Release + " (v1 only) (Books/s, backlog)", value: ratio(v2OnlyPhase, v1Phase, rate, perSec)},
+		{name: "ours / ours with v1 not served (Books/s, backlog): the price of serving v1", value: ratio("ours-backlog", v2OnlyPhase, rate, perSec)},
+		// fork:end v2
 	}
 	specs = append(specs, scaleBars()...)
 	var out []*Bar
@@ -269,7 +273,7 @@ type Cost struct {
 func costs(res *Result) []*Cost {
 	var out []*Cost
 	configs := []string{"ours", "twin-tuned", "twin-same", "twin-default"}
-	configs = append(configs, "v1") // fork:line v2
+	configs = append(configs, "v1", "v2-only") // fork:line v2
 	for _, config := range configs {
 		var ps []*Phase
 		var idle []float64

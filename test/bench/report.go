@@ -35,7 +35,7 @@ import (
 // ran them in.
 var phaseOrder = []string{"ours-backlog", "ours-ui-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
 	"ours-live", "ours-ui-live", "twin-tuned-live", "twin-same-live", "twin-default-live", "ceiling-events",
-	"v1-backlog", // fork:line v2
+	"v1-backlog", "v2-only-backlog", // fork:line v2
 }
 
 // write writes <label>.json (every round's raw figures), <label>.md and

@@ -40,11 +40,12 @@ import (
 // from a killed leader (failoverlive.go); "ours-ui-backlog" and
 // "ours-ui-live" run ours with the live view on and one client subscribed
 // to its event stream; "v1-backlog" is the backlog phase of the last
-// v1-only release under its own CRD (v1phase.go).
+// v1-only release under its own CRD, "v2-only-backlog" ours under a CRD
+// without v1 (v1phase.go).
 var allPhases = []string{"ceiling", "ceiling-live", "ceiling-events",
 	"ours-backlog", "ours-ui-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
 	"ours-live", "ours-ui-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity", "restart-live", "failover-live", "restart-watchlist-off",
-	"v1-backlog", // fork:line v2
+	"v1-backlog", "v2-only-backlog", // fork:line v2
 }
 
 // defaultPhases leave out what no bar needs.
@@ -177,6 +178,9 @@ func (e *env) plan() []unit {
 	// fork:begin v2
 	if sel[v1Phase] {
 		units = append(units, unit{v1Phase, e.v1BacklogUnit})
+	}
+	if sel[v2OnlyPhase] {
+		units = append(units, unit{v2OnlyPhase, e.v2OnlyBacklogUnit})
 	}
 	// fork:end v2
 	for _, live := range []struct {

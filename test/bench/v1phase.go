@@ -19,6 +19,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -52,6 +53,8 @@ import (
 const (
 	v1Phase   = "v1-backlog"
 	v1Release = framework.LastV1Release
+	// v2OnlyPhase is ours under a CRD without v1: what serving v1 costs.
+	v2OnlyPhase = "v2-only-backlog"
 )
 
 // buildV1 builds framework.LastV1Release's controller when the v1-backlog
@@ -76,25 +79,58 @@ func (e *env) v1Controller() controllerSpec {
 	return s
 }
 
-// v1BacklogUnit swaps to the v1-only CRD, warms it, measures the release's
-// backlog phase and swaps back.
+// v1BacklogUnit runs the last v1-only release's backlog phase under its
+// own CRD.
 func (e *env) v1BacklogUnit(ctx context.Context, _ *Round) ([]*Phase, error) {
-	v1Only, err := framework.V1OnlyCRD()
+	crd, err := framework.V1OnlyCRD()
 	if err != nil {
 		return nil, err
 	}
-	if err := e.replaceCRD(ctx, v1Only); err != nil {
+	return e.swappedUnit(ctx, v1Phase, crd, e.v1Controller(), e.v1Books())
+}
+
+// v2OnlyBacklogUnit runs ours' backlog phase under a CRD that serves v2
+// alone, as a cluster does once no client reads v1 and v1 is removed: no
+// watch cache converts anything.
+func (e *env) v2OnlyBacklogUnit(ctx context.Context, _ *Round) ([]*Phase, error) {
+	crd, err := v2OnlyCRD()
+	if err != nil {
 		return nil, err
 	}
-	s, api := e.v1Controller(), e.v1Books()
-	warm, err := e.backlogPhaseOf(ctx, v1Phase+"-warm-up", s, api)
+	s := e.ourController()
+	s.Config, s.Name = "v2-only", "book-controller, v1 not served"
+	return e.swappedUnit(ctx, v2OnlyPhase, crd, s, e.v2Books())
+}
+
+// v2OnlyCRD is manifests/crd.yaml without v1, so without conversion.
+func v2OnlyCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
+	crd, err := framework.LoadCRD()
+	if err != nil {
+		return nil, err
+	}
+	crd.Spec.Versions = slices.DeleteFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name != "v2" })
+	if len(crd.Spec.Versions) != 1 {
+		return nil, fmt.Errorf("manifests/%s has no version v2", framework.CRDFile)
+	}
+	crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+	return crd, nil
+}
+
+// swappedUnit swaps the Book CRD for crd, warms it with an unmeasured
+// backlog run, measures the phase called name, and swaps manifests/crd.yaml
+// back, warmed by the load generator.
+func (e *env) swappedUnit(ctx context.Context, name string, crd *apiextensionsv1.CustomResourceDefinition, s controllerSpec, api bookAPI) ([]*Phase, error) {
+	if err := e.replaceCRD(ctx, crd); err != nil {
+		return nil, err
+	}
+	warm, err := e.backlogPhaseOf(ctx, name+"-warm-up", s, api)
 	if derr := e.deleteNamespace(ctx, warm); err == nil {
 		err = derr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("warming the v1-only CRD (not measured): %w", err)
+		return nil, fmt.Errorf("warming the swapped CRD (not measured): %w", err)
 	}
-	p, err := e.backlogPhaseOf(ctx, v1Phase, s, api)
+	p, err := e.backlogPhaseOf(ctx, name, s, api)
 	if derr := e.deleteNamespace(ctx, p); err == nil {
 		err = derr
 	}
