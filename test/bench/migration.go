@@ -36,8 +36,9 @@ import (
 )
 
 // The storage migration's time (-migration, `make bench-migration`; issue
-// 38): N Books created through v1 under manifests/crd.yaml (v1 alone,
-// stored as v1), the CRD switched to manifests/crd.yaml (v2 stored,
+// 38): N Books created through v1 under the CRD of the releases before v2
+// (framework.V1OnlyCRD: v1 alone, stored as v1), the CRD switched to
+// manifests/crd.yaml (v2 stored,
 // storedVersions [v1 v2]), then this build's controller started with its
 // webhook on 127.0.0.1 and leader election, as an upgrade starts it. Its
 // migrator (pkg/migration) creates a StorageVersionMigration, which

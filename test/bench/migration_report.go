@@ -29,7 +29,7 @@ func migrationMarkdown(r *MigrationResult) string {
 	fmt.Fprintf(&b, "    make bench-migration MIG_N=%d\n    cd test/bench && %s\n\n", r.N, r.Command)
 	fmt.Fprintf(&b, "Measured %s on %d cores (%s), %s of memory, load average %s at the start; %s. ",
 		r.Started, r.Machine.Cores, r.Machine.CPU, mib(r.Machine.MemoryBytes), r.Machine.LoadAvgStart, r.Cluster)
-	fmt.Fprintf(&b, "%d Books were created through v1 under manifests/crd.yaml (v1 alone, stored as v1) over %d namespaces, %d at once, in %.1f s (%s Books/s). "+
+	fmt.Fprintf(&b, "%d Books were created through v1 under the CRD of the releases before v2 (framework.V1OnlyCRD: v1 alone, stored as v1) over %d namespaces, %d at once, in %.1f s (%s Books/s). "+
 		"Then the CRD got manifests/crd.yaml's spec (v2 stored, v1 converted by the webhook): storedVersions %v. "+
 		"kube-controller-manager was restarted, so that its garbage collector, whose caches the storage version migrator rewrites from, "+
 		"watched Books as served now rather than finding them at its next discovery (every 30 s). "+
