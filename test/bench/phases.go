@@ -109,7 +109,7 @@ type readyWatch struct {
 func isReady(b *webappv2.Book) bool { return framework.IsReady(b) }
 
 // readySource is the Book API a readyWatch lists and watches: v2, or v1
-// for the v1-only release (v1phase.go).
+// for the v1-only release (the v1-backlog phase).
 type readySource struct {
 	// list calls observe for each Book listed and returns the list's
 	// resourceVersion.
@@ -541,7 +541,7 @@ func (e *env) newPhase(name, mode string, s controllerSpec) *Phase {
 func (e *env) logName(phase string) string { return fmt.Sprintf("r%d-%s", e.round, phase) }
 
 // bookAPI is the API version a backlog phase creates and watches its Books
-// through: v2, or v1 for the v1-only release (v1phase.go).
+// through: v2, or v1 for the v1-only release (the v1-backlog phase).
 type bookAPI struct {
 	// precreate creates n Books in ns before the controller starts.
 	precreate func(ctx context.Context, ns string, n int) error

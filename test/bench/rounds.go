@@ -39,9 +39,11 @@ import (
 // (restartlive.go); "failover-live" the same with a warm standby taking over
 // from a killed leader (failoverlive.go); "ours-ui-backlog" and
 // "ours-ui-live" run ours with the live view on and one client subscribed
-// to its event stream; "v1-backlog" is the backlog phase of the last
-// v1-only release under its own CRD, "v2-only-backlog" ours under a CRD
-// without v1 (v1phase.go).
+// to its event stream.
+// fork:begin v2
+// "v1-backlog" is the backlog phase of the last v1-only release under its
+// own CRD, "v2-only-backlog" ours under a CRD without v1 (v1phase.go).
+// fork:end v2
 var allPhases = []string{"ceiling", "ceiling-live", "ceiling-events",
 	"ours-backlog", "ours-ui-backlog", "twin-tuned-backlog", "twin-same-backlog", "twin-default-backlog",
 	"ours-live", "ours-ui-live", "restart", "twin-tuned-live", "twin-same-live", "twin-default-live", "capacity", "restart-live", "failover-live", "restart-watchlist-off",
