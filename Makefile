@@ -300,9 +300,12 @@ test-upgrade: tools ## The upgrade from v0.9.0 (built from git history) with 2,0
 	CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags upgrade,grpcnotrace -count=1 -timeout 30m $(TESTFLAGS) ./test/integration/upgrade/
 
 # fork:end v2
-.PHONY: test-compat
-test-compat: ## The binary with default flags on Kubernetes $(COMPAT_K8S)'s control plane: create, edit, tamper, delete, restart (the first run builds it: minutes).
+.PHONY: tools-compat
+tools-compat: ## Build Kubernetes $(COMPAT_K8S)'s etcd, kube-apiserver and kube-controller-manager for test-compat (minutes the first time).
 	hack/build-tools.sh --k8s $(COMPAT_K8S) etcd kube-apiserver kube-controller-manager >/dev/null
+
+.PHONY: test-compat
+test-compat: tools-compat ## The binary with default flags on Kubernetes $(COMPAT_K8S)'s control plane: create, edit, tamper, delete, restart (the first run builds it: minutes).
 	BOOK_COMPAT_KUBERNETES=$(COMPAT_K8S) CGO_ENABLED=0 go test -trimpath $(GO_BUILD_FLAGS) -tags compat,grpcnotrace -count=1 -timeout 30m $(TESTFLAGS) ./test/compat/
 
 # fork:begin node

@@ -4,6 +4,9 @@
 # for minutes.
 #
 #   hack/test.sh [go test flags...]      e.g. hack/test.sh -run TestCreate -v
+#   TEST_COMPILE_ONLY=1 hack/test.sh     compiles what the tests need, runs
+#                                        nothing (.ci/run's background
+#                                        prebuild, for the forks)
 #
 # 1. The unit packages (cmd, pkg, hack, internal) under the race detector:
 #    their tests run our concurrent code against fakes. internal/poll, through
@@ -55,6 +58,7 @@ group() {
 	list=$(deps "${flags[@]}" -- "${pkgs[@]}") || return 1
 	# shellcheck disable=SC2086 # one package per word
 	"$PROGRESS" -p "$(wc -l <<<"$list")" "$label: compiling" -- go build -v "${flags[@]}" $list || return 1
+	[[ -z "${TEST_COMPILE_ONLY:-}" ]] || return 0
 	"$PROGRESS" -t "$(go list "${pkgs[@]}" | wc -l)" "$label: testing" -- \
 		go test "${flags[@]}" ${GROUP_TEST_FLAGS:-} -timeout 25m "${TEST_ARGS[@]}" "${pkgs[@]}"
 }

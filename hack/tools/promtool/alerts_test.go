@@ -186,7 +186,10 @@ func buildPromtool(t *testing.T, root string) string {
 	// Into a temporary name first, so an interrupted build leaves nothing
 	// that a later run would take as done.
 	tmp := bin + ".tmp"
-	cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, "github.com/prometheus/prometheus/cmd/promtool")
+	// remove_all_sd leaves out Prometheus's service discovery plugins
+	// (its plugins package, with the cloud SDKs), which rule checks and rule
+	// tests never use: about 250 fewer packages to compile on a cold run.
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", "remove_all_sd", "-o", tmp, "github.com/prometheus/prometheus/cmd/promtool")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building promtool: %v\n%s", err, out)
