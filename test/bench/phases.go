@@ -588,6 +588,7 @@ func (e *env) backlogPhaseOf(ctx context.Context, name string, s controllerSpec,
 	if err != nil {
 		return p, err
 	}
+	prof := e.startProfile(ctx, name)
 	defer func() {
 		if !pr.exited() {
 			pr.terminate()
@@ -597,6 +598,9 @@ func (e *env) backlogPhaseOf(ctx context.Context, name string, s controllerSpec,
 		return p, fmt.Errorf("%s: %w", name, err)
 	}
 	e.finishCPU(p, cpu0)
+	if err := prof.wait(); err != nil {
+		return p, err
+	}
 	p.finishReady(pr.start, w.readyAt)
 	p.ConfigMaps = e.countConfigMaps(ctx, p.Namespace)
 	time.Sleep(time.Second)
