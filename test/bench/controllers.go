@@ -38,6 +38,9 @@ type controllerSpec struct {
 	// ui runs it with --ui-bind-address and one client subscribed to the
 	// page's event stream for as long as it runs (startController).
 	ui bool
+	// pprof: it has --pprof-bind-address (book-controller, v0.5.0 on; the
+	// twin has not), for -profile's controller profile.
+	pprof bool
 }
 
 // controllerDefaults are book-controller's defaults, read from --help, so
@@ -86,7 +89,7 @@ func (e *env) ourController() controllerSpec {
 		limit = "none (--kube-api-qps -1)"
 	}
 	return controllerSpec{
-		Config: "ours", Name: "book-controller", Workers: d.workers, ClientLimit: limit, bin: e.ours,
+		Config: "ours", Name: "book-controller", Workers: d.workers, ClientLimit: limit, bin: e.ours, pprof: true,
 		args: func(ns, metrics, probe string) []string {
 			a := []string{"--kubeconfig", e.kubecfg, "--namespace", ns,
 				"--metrics-bind-address", metrics, "--health-probe-bind-address", probe,

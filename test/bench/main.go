@@ -95,8 +95,9 @@ type options struct {
 	shardNamespaces int
 	liveConfigs     []string
 	deleteWorkers   int
-	// profileDir, when set, receives kube-apiserver's CPU profile of each
-	// backlog phase, profileFor long from the controller's start.
+	// profileDir, when set, receives the CPU profiles of kube-apiserver
+	// and the controller in each backlog phase, profileFor long from the
+	// controller's start.
 	profileDir string
 	profileFor time.Duration
 	// fork:begin v2
@@ -187,7 +188,7 @@ func main() {
 	flag.IntVar(&o.pageSize, "page-size", 500, "with -conversion: Books per page of each list (the limit informers and kubectl use)")
 	// fork:end v2
 	flag.IntVar(&o.bounds, "bounds", 0, "instead of the phases: run the tests that keep wall-clock bounds this many times and write bounds.md and bounds.json (make bench-bounds)")
-	flag.StringVar(&o.profileDir, "profile", "", "directory for kube-apiserver's CPU profile of each backlog phase (r<round>-<phase>-kube-apiserver.pprof; go tool pprof reads it); empty: none")
+	flag.StringVar(&o.profileDir, "profile", "", "directory for the CPU profiles of kube-apiserver and of the controller (book-controller, ours or 'v1') in each backlog phase (r<round>-<phase>-kube-apiserver.pprof, -controller.pprof; go tool pprof reads them); empty: none")
 	flag.DurationVar(&o.profileFor, "profile-seconds", 5*time.Second, "with -profile: how long each profile runs from the controller's start (make it about the phase's converge time)")
 	flag.Parse()
 	if err := o.finish(phases, ceilingC); err != nil {

@@ -588,7 +588,7 @@ func (e *env) backlogPhaseOf(ctx context.Context, name string, s controllerSpec,
 	if err != nil {
 		return p, err
 	}
-	prof := e.startProfile(ctx, name)
+	prof := e.startProfile(ctx, name, pr)
 	defer func() {
 		if !pr.exited() {
 			pr.terminate()

@@ -42,6 +42,7 @@ type proc struct {
 	start       time.Time
 	metricsAddr string
 	probeAddr   string
+	pprofAddr   string // "" unless it serves Go profiles (-profile)
 	logPath     string
 	args        []string
 	env         []string
@@ -56,7 +57,7 @@ type proc struct {
 }
 
 func (e *env) startController(s controllerSpec, ns, logName string) (*proc, error) {
-	addrs, err := framework.FreeAddrs(3)
+	addrs, err := framework.FreeAddrs(4)
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +66,11 @@ func (e *env) startController(s controllerSpec, ns, logName string) (*proc, erro
 	if s.ui {
 		args = append(args, "--ui-bind-address", addrs[2])
 	}
+	pprofAddr := ""
+	if e.o.profileDir != "" && s.pprof {
+		pprofAddr = addrs[3]
+		args = append(args, "--pprof-bind-address", pprofAddr)
+	}
 	log, err := os.Create(filepath.Join(e.work, logName+".log"))
 	if err != nil {
 		return nil, err
@@ -72,7 +78,7 @@ func (e *env) startController(s controllerSpec, ns, logName string) (*proc, erro
 	// Each configuration's GOGC is its own: book-controller's built-in
 	// default, Go's for the scaffold twins, ours for the tuned twin.
 	env := append(slices.DeleteFunc(os.Environ(), func(v string) bool { return strings.HasPrefix(v, "GOGC=") }), s.env...)
-	p := &proc{metricsAddr: m, probeAddr: pr, logPath: log.Name(), args: args, env: s.env, stop: make(chan struct{})}
+	p := &proc{metricsAddr: m, probeAddr: pr, pprofAddr: pprofAddr, logPath: log.Name(), args: args, env: s.env, stop: make(chan struct{})}
 	p.start = time.Now()
 	p.Process, err = framework.Start(logName, s.bin, args, framework.ProcessOptions{Env: env, Output: log})
 	if err != nil {

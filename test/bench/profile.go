@@ -18,53 +18,117 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// profiler is a CPU profile of kube-apiserver being taken while a backlog
-// phase runs (-profile): it answers where the API server's CPU goes in one
-// phase against another, which the phases' CPU seconds alone cannot.
+// profiler is the CPU profiles of kube-apiserver and of the controller
+// being taken while a backlog phase runs (-profile): they answer where each
+// one's CPU goes in one phase against another, which the phases' CPU seconds
+// alone cannot.
 type profiler struct {
 	done chan error
+	n    int
 }
 
-// startProfile asks kube-apiserver for a CPU profile of the next
-// -profile-seconds (its /debug/pprof/profile, served with --profiling, the
-// default) and writes it to <-profile>/r<round>-<phase>-kube-apiserver.pprof.
-// Without -profile it does nothing.
-func (e *env) startProfile(ctx context.Context, phase string) *profiler {
-	p := &profiler{done: make(chan error, 1)}
+// startProfile asks kube-apiserver (its /debug/pprof/profile, served with
+// --profiling, the default) and, when pr serves profiles, the controller
+// (--pprof-bind-address) for a CPU profile of the next -profile-seconds,
+// and writes them to <-profile>/r<round>-<phase>-kube-apiserver.pprof and
+// -controller.pprof. Without -profile it does nothing.
+func (e *env) startProfile(ctx context.Context, phase string, pr *proc) *profiler {
+	p := &profiler{done: make(chan error, 2)}
 	if e.o.profileDir == "" {
-		p.done <- nil
 		return p
 	}
-	go func() {
-		if err := os.MkdirAll(e.o.profileDir, 0o755); err != nil {
-			p.done <- fmt.Errorf("-profile: %w", err)
-			return
-		}
-		secs := int(e.o.profileFor / time.Second)
-		raw, err := e.kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+	if err := os.MkdirAll(e.o.profileDir, 0o755); err != nil {
+		p.n, p.done = 1, make(chan error, 1)
+		p.done <- fmt.Errorf("-profile: %w", err)
+		return p
+	}
+	secs := int(e.o.profileFor / time.Second)
+	p.take(e, phase, "kube-apiserver", func() ([]byte, error) {
+		return e.kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
 			Param("seconds", strconv.Itoa(secs)).Timeout(e.o.profileFor + time.Minute).DoRaw(ctx)
+	})
+	if pr.pprofAddr != "" {
+		p.take(e, phase, "controller", func() ([]byte, error) {
+			// The controller opens its pprof port a moment after it starts.
+			url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pr.pprofAddr, secs)
+			var raw []byte
+			err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				var err error
+				raw, err = httpGet(ctx, url, e.o.profileFor+time.Minute)
+				if errors.Is(err, syscall.ECONNREFUSED) {
+					return false, nil
+				}
+				return true, err
+			})
+			return raw, err
+		})
+	}
+	return p
+}
+
+// take fetches one profile in the background and writes it as
+// r<round>-<phase>-<who>.pprof.
+func (p *profiler) take(e *env, phase, who string, fetch func() ([]byte, error)) {
+	p.n++
+	go func() {
+		raw, err := fetch()
 		if err != nil {
-			p.done <- fmt.Errorf("kube-apiserver's CPU profile during %s: %w", phase, err)
+			p.done <- fmt.Errorf("%s's CPU profile during %s: %w", who, phase, err)
 			return
 		}
-		path := filepath.Join(e.o.profileDir, fmt.Sprintf("%s-kube-apiserver.pprof", e.logName(phase)))
+		path := filepath.Join(e.o.profileDir, fmt.Sprintf("%s-%s.pprof", e.logName(phase), who))
 		if err := os.WriteFile(path, raw, 0o644); err != nil {
 			p.done <- fmt.Errorf("writing %s: %w", path, err)
 			return
 		}
-		fmt.Printf("bench: kube-apiserver's CPU profile of %s: %s\n", phase, path)
+		fmt.Printf("bench: %s's CPU profile of %s: %s\n", who, phase, path)
 		p.done <- nil
 	}()
-	return p
 }
 
-// wait returns once the profile is written (or failed), so that it never
-// spills into the next phase.
-func (p *profiler) wait() error { return <-p.done }
+// wait returns when every profile is written, with the first error.
+func (p *profiler) wait() error {
+	var first error
+	for range p.n {
+		if err := <-p.done; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// httpGet is the body of a GET that must answer 200 within timeout.
+func httpGet(ctx context.Context, url string, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %.200s", url, resp.Status, body)
+	}
+	return body, nil
+}
