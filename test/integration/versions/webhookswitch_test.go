@@ -1,0 +1,108 @@
+/*
+Copyright The book-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package versions_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"ydzs.io/book-controller/internal/poll"
+	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
+	webappv2 "ydzs.io/book-controller/pkg/apis/webapp/v2"
+	"ydzs.io/book-controller/pkg/manager"
+	"ydzs.io/book-controller/pkg/webhook"
+	"ydzs.io/book-controller/test/integration/framework"
+)
+
+// TestWebhookStartsWhenTheCRDSwitches: a controller started under a Book
+// CRD that converts nothing (pkg/manager/webhookswitch.go) starts its
+// conversion webhook when `kubectl apply -f manifests/crd.yaml` switches
+// the CRD to it, with no restart: v1 reads of a v2 Book it already made
+// Ready work, converted by it, and /readyz stays green. It changes the
+// CRD, so it runs alone (not parallel) and puts crd.yaml's spec back.
+func TestWebhookStartsWhenTheCRDSwitches(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	const controllerNS = "book-controller-system"
+	t.Cleanup(func() { env.SwitchCRD(t, "crd.yaml") })
+	setConversionNone(t)
+
+	cfg := env.ControllerServiceAccountConfig(t)
+	env.WaitForAccess(t, cfg,
+		authorizationv1.ResourceAttributes{Verb: "watch", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Name: webhook.DefaultCRDName},
+		authorizationv1.ResourceAttributes{Verb: "update", Resource: "secrets", Namespace: controllerNS, Name: webhook.DefaultSecretName},
+		authorizationv1.ResourceAttributes{Verb: "patch", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Name: webhook.DefaultCRDName})
+	probe := framework.FreeAddr(t)
+	env.StartController(t, framework.ControllerOptions{Namespace: ns, RESTConfig: cfg, ProbeAddr: probe,
+		Webhook: manager.Webhook{Addr: "127.0.0.1:0", Loopback: true, Namespace: controllerNS}})
+
+	book := &webappv2.Book{ObjectMeta: metav1.ObjectMeta{Name: "before-the-switch"},
+		Spec: webappv2.BookSpec{Title: "t", Price: webappv2.Price{Amount: "19.99", Currency: "EUR"}, Authors: []string{"A"}}}
+	if _, err := env.Books.WebappV2().Books(ns).Create(ctx, book, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForReady(t, ns, book.Name, metav1.ConditionTrue, "")
+	framework.Eventually(t, "/readyz before the switch", readyz(probe))
+
+	env.SwitchCRD(t, "crd.yaml")
+	framework.Eventually(t, "a v1 read of the Book, converted by the controller's webhook", func(ctx context.Context) error {
+		got, err := env.Books.WebappV1().Books(ns).Get(ctx, book.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		// Without conversion the API server would hand v2's price object
+		// to v1's integer and fail; the webhook rounds it and stashes v2's.
+		if got.Spec.Price != 20 || got.Annotations[webappv1.StashAnnotation] == "" {
+			return fmt.Errorf("v1 price %d, stash %q: want 20 and v2's fields", got.Spec.Price, got.Annotations[webappv1.StashAnnotation])
+		}
+		return nil
+	})
+	framework.Eventually(t, "/readyz after the switch", readyz(probe))
+}
+
+// setConversionNone has the installed Book CRD convert nothing, as a CRD
+// without a webhook does.
+func setConversionNone(t *testing.T) {
+	t.Helper()
+	crds := env.Extensions.ApiextensionsV1().CustomResourceDefinitions()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd, err := crds.Get(context.Background(), framework.BookCRD, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+		_, err = crds.Update(context.Background(), crd, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("setting the CRD's conversion to None: %v", err)
+	}
+}
+
+// readyz is a check that the controller's /readyz on probe answers 200.
+func readyz(probe string) poll.Check {
+	return func(context.Context) error {
+		code, body, err := framework.HTTPGet(probe, "/readyz")
+		return poll.Done(err == nil && code == 200, "/readyz: %d %q %v", code, body, err)
+	}
+}
