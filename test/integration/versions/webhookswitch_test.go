@@ -19,10 +19,14 @@ package versions_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
@@ -78,6 +82,59 @@ func TestWebhookStartsWhenTheCRDSwitches(t *testing.T) {
 		return nil
 	})
 	framework.Eventually(t, "/readyz after the switch", readyz(probe))
+}
+
+// TestWebhookLeavesAnotherInstallsCRDAlone: a replica installed in another
+// namespace than the one the CRD's webhook Service is in (the namespaced
+// overlay beside the cluster's install) serves no webhook: it takes no
+// port, writes no Secret and leaves the CRD as it was, though its
+// credentials (cluster-admin here) would let it, and it syncs its Books.
+// It changes the CRD, so it runs alone and puts crd.yaml's spec back.
+func TestWebhookLeavesAnotherInstallsCRDAlone(t *testing.T) {
+	ctx := t.Context()
+	ns, otherNS := env.Namespace(t), env.Namespace(t)
+	t.Cleanup(func() { env.SwitchCRD(t, "crd.yaml") })
+	env.SwitchCRD(t, "crd.yaml") // book-controller-system's Service, no CA yet
+	before, err := env.Extensions.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, framework.BookCRD, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	webhookAddr := framework.FreeAddr(t)
+	env.StartController(t, framework.ControllerOptions{Namespace: ns, RESTConfig: env.RESTConfig(),
+		Webhook: manager.Webhook{Addr: webhookAddr, Namespace: otherNS}})
+
+	// The replica decides about the webhook before its informers start, so
+	// a Book it made Ready comes after anything the webhook would write.
+	book := &webappv2.Book{ObjectMeta: metav1.ObjectMeta{Name: "marker"},
+		Spec: webappv2.BookSpec{Title: "t", Price: webappv2.Price{Amount: "1", Currency: "XXX"}}}
+	if _, err := env.Books.WebappV2().Books(ns).Create(ctx, book, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForReady(t, ns, book.Name, metav1.ConditionTrue, "")
+
+	after, err := env.Extensions.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, framework.BookCRD, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Generation != before.Generation || !apiequality.Semantic.DeepEqual(after.Spec.Conversion, before.Spec.Conversion) {
+		t.Errorf("the other install's CRD was changed: generation %d, was %d; caBundle %d bytes, was %d",
+			after.Generation, before.Generation, len(caBundle(after)), len(caBundle(before)))
+	}
+	if _, err := env.Kube.CoreV1().Secrets(otherNS).Get(ctx, webhook.DefaultSecretName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the webhook's Secret in %s: %v, want none", otherNS, err)
+	}
+	if conn, err := net.DialTimeout("tcp", webhookAddr, time.Second); err == nil {
+		conn.Close()
+		t.Errorf("%s (--webhook-bind-address) accepts connections: the replica serves a webhook that is not its CRD's", webhookAddr)
+	}
+}
+
+// caBundle is the CA the API server trusts for crd's webhook.
+func caBundle(crd *apiextensionsv1.CustomResourceDefinition) []byte {
+	if c := crd.Spec.Conversion; c != nil && c.Webhook != nil && c.Webhook.ClientConfig != nil {
+		return c.Webhook.ClientConfig.CABundle
+	}
+	return nil
 }
 
 // setConversionNone has the installed Book CRD convert nothing, as a CRD
