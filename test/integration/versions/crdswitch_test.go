@@ -43,12 +43,14 @@ import (
 // conversion webhook when `kubectl apply -f manifests/crd.yaml` switches
 // the CRD to it, with no restart: v1 reads of a v2 Book it already made
 // Ready work, converted by it, and /readyz stays green. It changes the
-// CRD, so it runs alone (not parallel) and puts crd.yaml's spec back.
+// CRD, so it runs alone (not parallel) and puts crd.yaml's spec back. Its
+// file's name puts it first in the package, while no other test has left a
+// Book that only a webhook, gone with its test, could convert.
 func TestWebhookStartsWhenTheCRDSwitches(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	const controllerNS = "book-controller-system"
-	t.Cleanup(func() { env.SwitchCRD(t, "crd.yaml") })
+	t.Cleanup(func() { restoreCRD(t, ns) })
 	setConversionNone(t)
 
 	cfg := env.ControllerServiceAccountConfig(t)
@@ -59,6 +61,7 @@ func TestWebhookStartsWhenTheCRDSwitches(t *testing.T) {
 	probe := framework.FreeAddr(t)
 	env.StartController(t, framework.ControllerOptions{Namespace: ns, RESTConfig: cfg, ProbeAddr: probe,
 		Webhook: manager.Webhook{Addr: "127.0.0.1:0", Loopback: true, Namespace: controllerNS}})
+	t.Cleanup(func() { deleteBooks(t, ns) }) // while its webhook still serves
 
 	book := &webappv2.Book{ObjectMeta: metav1.ObjectMeta{Name: "before-the-switch"},
 		Spec: webappv2.BookSpec{Title: "t", Price: webappv2.Price{Amount: "19.99", Currency: "EUR"}, Authors: []string{"A"}}}
@@ -93,7 +96,7 @@ func TestWebhookStartsWhenTheCRDSwitches(t *testing.T) {
 func TestWebhookLeavesAnotherInstallsCRDAlone(t *testing.T) {
 	ctx := t.Context()
 	ns, otherNS := env.Namespace(t), env.Namespace(t)
-	t.Cleanup(func() { env.SwitchCRD(t, "crd.yaml") })
+	t.Cleanup(func() { restoreCRD(t, ns) })
 	env.SwitchCRD(t, "crd.yaml") // book-controller-system's Service, no CA yet
 	before, err := env.Extensions.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, framework.BookCRD, metav1.GetOptions{})
 	if err != nil {
@@ -102,6 +105,7 @@ func TestWebhookLeavesAnotherInstallsCRDAlone(t *testing.T) {
 	webhookAddr := framework.FreeAddr(t)
 	env.StartController(t, framework.ControllerOptions{Namespace: ns, RESTConfig: env.RESTConfig(),
 		Webhook: manager.Webhook{Addr: webhookAddr, Namespace: otherNS}})
+	t.Cleanup(func() { deleteBooks(t, ns) })
 
 	// The replica decides about the webhook before its informers start, so
 	// a Book it made Ready comes after anything the webhook would write.
@@ -126,6 +130,43 @@ func TestWebhookLeavesAnotherInstallsCRDAlone(t *testing.T) {
 	if conn, err := net.DialTimeout("tcp", webhookAddr, time.Second); err == nil {
 		conn.Close()
 		t.Errorf("%s (--webhook-bind-address) accepts connections: the replica serves a webhook that is not its CRD's", webhookAddr)
+	}
+}
+
+// deleteBooks deletes the Books of ns and waits until they are gone. The
+// API server's v1 watch cache converts every stored Book; one it cannot
+// convert, once no webhook serves, keeps that cache from listing, and the
+// v1 requests of the tests after this one fail with 429.
+func deleteBooks(t *testing.T, ns string) {
+	t.Helper()
+	books := env.Books.WebappV2().Books(ns)
+	if err := books.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Errorf("deleting the Books of %s: %v", ns, err)
+		return
+	}
+	// In a cleanup, where t.Context() has ended.
+	err := poll.Until(context.Background(), "the Books of "+ns+" gone", framework.PollInterval, framework.Timeout, func(ctx context.Context) error {
+		l, err := books.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		return poll.Done(len(l.Items) == 0, "%d Books left", len(l.Items))
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// restoreCRD gives the CRD crd.yaml's spec back, and waits until v1 lists
+// (of ns, whose Books are gone) work again: the storage a change of the CRD
+// starts lists every Book through its v1 watch cache, and the tests after
+// this one read v1.
+func restoreCRD(t *testing.T, ns string) {
+	t.Helper()
+	env.SwitchCRD(t, "crd.yaml")
+	if err := poll.Until(context.Background(), "v1 lists to work after the CRD's change", framework.PollInterval, framework.Timeout,
+		env.V1ListWorks(ns)); err != nil {
+		t.Error(err)
 	}
 }
 
