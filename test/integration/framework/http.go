@@ -76,6 +76,15 @@ func HTTPGet(addr, path string) (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
+// Readyz is a check that the /readyz on probe (a --health-probe-bind-address)
+// answers 200.
+func Readyz(probe string) poll.Check {
+	return func(context.Context) error {
+		code, body, err := HTTPGet(probe, "/readyz")
+		return poll.Done(err == nil && code == http.StatusOK, "/readyz: %d %q %v", code, body, err)
+	}
+}
+
 // HTTPSGet is HTTPGet over TLS with a bearer token (none when empty). The
 // server's certificate is checked against roots, or not at all when roots is
 // nil (a self-signed certificate nobody can verify).

@@ -146,12 +146,11 @@ func (e *Env) StartWebhookOnly(t testing.TB, bin string) *Process {
 	p := StartProcess(t, "webhook-only", bin, "--kubeconfig", e.Cluster.KubeconfigPath(),
 		"--webhook-only", "--webhook-loopback", "--webhook-bind-address", FreeAddr(t),
 		"--health-probe-bind-address", probe, "--metrics-bind-address", "0")
-	Eventually(t, "the webhook-only process to be ready", func(context.Context) error {
+	Eventually(t, "the webhook-only process to be ready", func(ctx context.Context) error {
 		if !p.Running() {
 			t.Fatalf("the webhook-only process exited:\n%s", p.Tail(30))
 		}
-		code, body, err := HTTPGet(probe, "/readyz")
-		return poll.Done(err == nil && code == 200, "/readyz: %d %q %v", code, body, err)
+		return Readyz(probe)(ctx)
 	})
 	Eventually(t, "a v1 list of Books through the webhook", e.V1ListWorks(""))
 	return p

@@ -28,7 +28,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	"ydzs.io/book-controller/internal/poll"
 	webappv1 "ydzs.io/book-controller/pkg/apis/webapp/v1"
@@ -69,7 +68,7 @@ func TestWebhookStartsWhenTheCRDSwitches(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.WaitForReady(t, ns, book.Name, metav1.ConditionTrue, "")
-	framework.Eventually(t, "/readyz before the switch", readyz(probe))
+	framework.Eventually(t, "/readyz before the switch", framework.Readyz(probe))
 
 	env.SwitchCRD(t, "crd.yaml")
 	framework.Eventually(t, "a v1 read of the Book, converted by the controller's webhook", func(ctx context.Context) error {
@@ -84,7 +83,7 @@ func TestWebhookStartsWhenTheCRDSwitches(t *testing.T) {
 		}
 		return nil
 	})
-	framework.Eventually(t, "/readyz after the switch", readyz(probe))
+	framework.Eventually(t, "/readyz after the switch", framework.Readyz(probe))
 }
 
 // TestWebhookLeavesAnotherInstallsCRDAlone: a replica installed in another
@@ -182,25 +181,7 @@ func caBundle(crd *apiextensionsv1.CustomResourceDefinition) []byte {
 // without a webhook does.
 func setConversionNone(t *testing.T) {
 	t.Helper()
-	crds := env.Extensions.ApiextensionsV1().CustomResourceDefinitions()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		crd, err := crds.Get(context.Background(), framework.BookCRD, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
+	updateCRD(t, "setting the CRD's conversion to None", func(crd *apiextensionsv1.CustomResourceDefinition) {
 		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
-		_, err = crds.Update(context.Background(), crd, metav1.UpdateOptions{})
-		return err
 	})
-	if err != nil {
-		t.Fatalf("setting the CRD's conversion to None: %v", err)
-	}
-}
-
-// readyz is a check that the controller's /readyz on probe answers 200.
-func readyz(probe string) poll.Check {
-	return func(context.Context) error {
-		code, body, err := framework.HTTPGet(probe, "/readyz")
-		return poll.Done(err == nil && code == 200, "/readyz: %d %q %v", code, body, err)
-	}
 }

@@ -29,6 +29,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -183,20 +184,29 @@ func startRecordingWebhook(t *testing.T, certNS string) *recordingObserver {
 // setStorageVersion makes version the CRD's storage version.
 func setStorageVersion(t *testing.T, version string) {
 	t.Helper()
+	updateCRD(t, "making "+version+" the storage version", func(crd *apiextensionsv1.CustomResourceDefinition) {
+		for i := range crd.Spec.Versions {
+			crd.Spec.Versions[i].Storage = crd.Spec.Versions[i].Name == version
+		}
+	})
+}
+
+// updateCRD applies change to the installed Book CRD, retrying on
+// conflicts; what says what the change is, for a failure.
+func updateCRD(t *testing.T, what string, change func(*apiextensionsv1.CustomResourceDefinition)) {
+	t.Helper()
 	crds := env.Extensions.ApiextensionsV1().CustomResourceDefinitions()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		crd, err := crds.Get(context.Background(), framework.BookCRD, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		for i := range crd.Spec.Versions {
-			crd.Spec.Versions[i].Storage = crd.Spec.Versions[i].Name == version
-		}
+		change(crd)
 		_, err = crds.Update(context.Background(), crd, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 

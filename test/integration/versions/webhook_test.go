@@ -314,14 +314,7 @@ func TestControllerThroughTheWebhook(t *testing.T) {
 	if err != nil || secret.Labels[webhook.ManagedLabel] == "" {
 		t.Fatalf("the webhook's Secret: %v %v", err, secret.GetLabels())
 	}
-	poll.Eventually(t, "/readyz", 100*time.Millisecond, 30*time.Second, func(ctx context.Context) error {
-		resp, err := http.Get("http://" + probe + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		return poll.Done(resp.StatusCode == http.StatusOK, "%s", resp.Status)
-	})
+	framework.Eventually(t, "/readyz", framework.Readyz(probe))
 	t.Run("the live view shows the conversions", func(t *testing.T) { checkConversionsShown(t, uiAddr, ns, "priced") })
 }
 
