@@ -51,7 +51,7 @@ func (e *env) startProfile(ctx context.Context, phase string, pr *proc) *profile
 		return p
 	}
 	if err := os.MkdirAll(e.o.profileDir, 0o755); err != nil {
-		p.n, p.done = 1, make(chan error, 1)
+		p.n = 1
 		p.done <- fmt.Errorf("-profile: %w", err)
 		return p
 	}
